@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Set up everything the course needs, idempotently (shared by `make book`, `make test`, `make lab`).
+#
+#  1. the system toolchain: C and Fortran compilers with OpenMP, CMake, an MPI library with its
+#     compiler wrappers and mpiexec (and, with --test, Chromium for the browser test):
+#       - already there: nothing to do;
+#       - inside a conda environment: `conda env update -f environment.yml` provides them;
+#       - root on Debian/Ubuntu: installed with apt-get;
+#       - otherwise: a message naming what to install, and exit 1.
+#  2. a virtual environment .venv with the Python packages of pyproject.toml, reinstalled only when
+#     pyproject.toml changes. mpi4py is compiled against the MPI library that `mpicc` belongs to, so
+#     that it matches the `mpiexec` on the PATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+
+say() { printf 'setup: %s\n' "$*"; }
+
+# --- 1. system toolchain -------------------------------------------------------------------------
+# command -> Debian package that provides it
+declare -A apt_pkg=(
+    [cc]=gcc [c++]=g++ [gfortran]=gfortran [cmake]=cmake [make]=make
+    [mpicc]=libopenmpi-dev [mpif90]=libopenmpi-dev [mpiexec]=openmpi-bin [lscpu]=util-linux
+)
+needed=(cc c++ gfortran cmake make mpicc mpif90 mpiexec lscpu)
+if [ "$want_test" = 1 ]; then
+    apt_pkg[chromium]=chromium
+    needed+=(chromium)
+fi
+
+missing=()
+for c in "${needed[@]}"; do
+    command -v "$c" >/dev/null 2>&1 || missing+=("$c")
+done
+python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+apt_pkg[python3-venv]=python3-venv
+
+if [ "${#missing[@]}" -gt 0 ]; then
+    pkgs=$(for c in "${missing[@]}"; do echo "${apt_pkg[$c]}"; done | sort -u | tr '\n' ' ')
+    if [ -n "${CONDA_PREFIX:-}" ]; then
+        say "missing in the conda environment: ${missing[*]}"
+        say "run: conda env update -n \"$(basename "$CONDA_PREFIX")\" -f environment.yml"
+        exit 1
+    elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "installing with apt-get: $pkgs"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        # shellcheck disable=SC2086
+        apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
+    else
+        say "missing: ${missing[*]}"
+        say "install them, e.g. on Debian/Ubuntu: sudo apt-get install $pkgs"
+        say "or with conda: conda env create -f environment.yml && conda activate pfem"
+        exit 1
+    fi
+fi
+
+# --- 2. Python virtual environment ---------------------------------------------------------------
+venv=.venv
+stamp="$venv/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)"
+if [ ! -x "$venv/bin/python" ]; then
+    say "creating the virtual environment $venv"
+    # inside conda the environment's python is used, so that conda's MPI and compilers are seen
+    python3 -m venv "$venv"
+fi
+if [ ! -f "$stamp" ]; then
+    say "installing the Python packages into $venv (a few minutes the first time)"
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    # mpi4py is compiled from source against the MPI library of `mpicc` (the one mpiexec belongs to)
+    MPICC=$(command -v mpicc) PIP_NO_BINARY=mpi4py \
+        "$venv/bin/python" -m pip install -q -e ".[test]"
+    rm -f "$venv"/.installed-*
+    touch "$stamp"
+fi
+say "ready ($venv)"

@@ -1,0 +1,102 @@
+#include "input.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void input_fail(const input_file *in, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: %s:%d: ", in->prog, in->path, in->line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(2);
+}
+
+void input_open(input_file *in, const char *prog, const char *path)
+{
+    in->prog = prog;
+    in->path = path;
+    in->line = 0;
+    in->file = fopen(path, "r");
+    if (in->file == NULL) {
+        fprintf(stderr, "%s: %s: cannot open input file: %s\n", prog, path, strerror(errno));
+        exit(2);
+    }
+}
+
+void input_close(input_file *in)
+{
+    fclose(in->file);
+    in->file = NULL;
+}
+
+/* Read the next line into buf; a missing line is an error. */
+static void next_line(input_file *in, char *buf, int size, const char *what)
+{
+    in->line++;
+    if (fgets(buf, size, in->file) == NULL)
+        input_fail(in, "missing line, expected %s", what);
+    if (strchr(buf, '\n') == NULL && !feof(in->file))
+        input_fail(in, "line longer than %d characters", size - 2);
+}
+
+/* The next whitespace-separated token of *cursor (copied into tok), or a message. */
+static int next_token(char **cursor, char *tok, int size)
+{
+    char *s = *cursor + strspn(*cursor, " \t\r\n,");
+    size_t len = strcspn(s, " \t\r\n,");
+    if (len == 0 || len >= (size_t)size)
+        return 0;
+    memcpy(tok, s, len);
+    tok[len] = '\0';
+    *cursor = s + len;
+    return 1;
+}
+
+void input_ints(input_file *in, int count, int *values, const char *what)
+{
+    char buf[1024], tok[128];
+    next_line(in, buf, sizeof buf, what);
+    char *cursor = buf;
+    for (int i = 0; i < count; i++) {
+        if (!next_token(&cursor, tok, sizeof tok))
+            input_fail(in, "expected %d integer(s) (%s), found %d", count, what, i);
+        char *end;
+        errno = 0;
+        long v = strtol(tok, &end, 10);
+        if (*end != '\0' || errno != 0 || v < INT_MIN || v > INT_MAX)
+            input_fail(in, "expected an integer (%s), got '%s'", what, tok);
+        values[i] = (int)v;
+    }
+}
+
+void input_reals(input_file *in, int count, double *values, const char *what)
+{
+    char buf[1024], tok[128];
+    next_line(in, buf, sizeof buf, what);
+    char *cursor = buf;
+    for (int i = 0; i < count; i++) {
+        if (!next_token(&cursor, tok, sizeof tok))
+            input_fail(in, "expected %d real number(s) (%s), found %d", count, what, i);
+        for (char *c = tok; *c; c++)      /* accept Fortran's 1.0d-8 */
+            if (*c == 'd' || *c == 'D')
+                *c = 'e';
+        char *end;
+        errno = 0;
+        double v = strtod(tok, &end);
+        if (*end != '\0' || errno != 0 || v != v)
+            input_fail(in, "expected a real number (%s), got '%s'", what, tok);
+        values[i] = v;
+    }
+}
+
+void input_require_positive(const input_file *in, double value, const char *what)
+{
+    if (!(value > 0.0))
+        input_fail(in, "%s must be positive, got %g", what, value);
+}

@@ -1,0 +1,23 @@
+/* Reading Nakajima-style input files: one group of values per line, anything after the values is a
+ * comment. Every error prints one line naming the file, the line and what was expected, and exits
+ * with status 2. */
+#ifndef COURSE_INPUT_H
+#define COURSE_INPUT_H
+#include <stdio.h>
+
+typedef struct {
+    const char *prog;   /* program name, for messages */
+    const char *path;   /* file name, for messages */
+    FILE *file;
+    int line;           /* number of the line read last */
+} input_file;
+
+void input_open(input_file *in, const char *prog, const char *path);
+void input_close(input_file *in);
+/* read the next line and parse `count` values from it; `what` names them in messages */
+void input_ints(input_file *in, int count, int *values, const char *what);
+void input_reals(input_file *in, int count, double *values, const char *what);
+/* exit with a message unless value > 0 (`what` names it) */
+void input_require_positive(const input_file *in, double value, const char *what);
+
+#endif
