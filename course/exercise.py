@@ -1,0 +1,133 @@
+"""Checks for exercises in which the learner writes a compiled kernel (C or Fortran).
+
+The learner's file is compiled into a shared library and called in a *separate process*: a
+segmentation fault or an endless loop in learner code fails that one check with a clear message,
+instead of killing the notebook's kernel (and with it the grading of every later cell).
+
+    check_crs_matvec("crs_matvec.c", "c")              # raises AssertionError if it is wrong
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse
+
+from .native import INT, REAL
+
+_COMPILER = {"c": ("cc", ["-std=c99"]), "fortran": ("gfortran", ["-ffree-form"])}
+_SUFFIX = {"c": ".c", "fortran": ".f90"}
+_CACHE = Path(tempfile.gettempdir()) / "course-exercise-builds"
+
+
+def compile_kernel(source: str | Path, lang: str) -> Path:
+    """Compile the learner's source file into a shared library; return its path.
+
+    Raises AssertionError with the compiler's messages if it does not compile."""
+    if lang not in _COMPILER:
+        raise ValueError(f"lang must be 'c' or 'fortran', not {lang!r}")
+    source = Path(source)
+    if not source.exists():
+        raise AssertionError(f"{source} does not exist: run the %%writefile cell above first")
+    if source.suffix != _SUFFIX[lang]:
+        raise AssertionError(f"{source}: a {lang} source file must end in {_SUFFIX[lang]}")
+    compiler, flags = _COMPILER[lang]
+    if shutil.which(compiler) is None:
+        raise AssertionError(f"the {lang} compiler {compiler} is not installed "
+                             "(python -m course doctor says what to install)")
+    text = source.read_bytes()
+    digest = hashlib.sha1(text + lang.encode()).hexdigest()[:16]
+    lib = _CACHE / f"{source.stem}-{digest}.so"
+    if lib.exists():
+        return lib
+    _CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:     # Fortran writes .mod files into the cwd
+        tmp_lib = Path(tmp) / lib.name
+        result = subprocess.run([compiler, *flags, "-O2", "-Wall", "-fPIC", "-shared",
+                                 str(source.resolve()), "-o", str(tmp_lib)],
+                                capture_output=True, text=True, cwd=tmp, timeout=120)
+        if result.returncode != 0:
+            raise AssertionError(f"{source} does not compile:\n{result.stderr.strip()}")
+        shutil.move(tmp_lib, lib)
+    return lib
+
+
+def _run_isolated(lib: Path, function: str, inputs: dict, timeout: float) -> np.ndarray:
+    """Call the kernel in a child process (see _child below); return its output array."""
+    with tempfile.TemporaryDirectory() as tmp:
+        args, out = Path(tmp) / "in.npz", Path(tmp) / "out.npy"
+        np.savez(args, **inputs)
+        try:
+            result = subprocess.run([sys.executable, "-m", "course.exercise", str(lib), function,
+                                     str(args), str(out)], capture_output=True, text=True,
+                                    timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{function} did not finish within {timeout:g} s "
+                                 "(an endless loop?)") from None
+        if result.returncode < 0:
+            name = signal.Signals(-result.returncode).name
+            raise AssertionError(f"{function} crashed with {name}"
+                                 + (" (segmentation fault: an index out of bounds?)"
+                                    if name == "SIGSEGV" else ""))
+        if result.returncode != 0:
+            raise AssertionError(f"{function} could not be called:\n{result.stderr.strip()}")
+        return np.load(out)
+
+
+def random_crs(n: int, density: float, seed: int):
+    """A random n x n CRS matrix (0-based int32 indices) with rows of varying length, including
+    rows that are empty, and a random vector x."""
+    rng = np.random.default_rng(seed)
+    a = scipy.sparse.random(n, n, density=density, random_state=rng, format="csr")
+    a.sort_indices()
+    x = rng.standard_normal(n)
+    return a.indptr.astype(INT), a.indices.astype(INT), a.data.astype(REAL), x
+
+
+def check_crs_matvec(source: str | Path, lang: str, seeds=(1, 2, 3), sizes=(1, 7, 50),
+                     timeout: float = 10.0) -> None:
+    """Check the learner's crs_matvec (same signature as src_c/common/crs.c) against y = A x
+    on random matrices; raises AssertionError naming the first case that fails."""
+    lib = compile_kernel(source, lang)
+    for seed in seeds:
+        for n in sizes:
+            row_ptr, col_idx, val, x = random_crs(n, density=min(1.0, 3.0 / n), seed=seed)
+            if lang == "fortran":            # Fortran kernels take 1-based indices
+                row_ptr, col_idx = row_ptr + 1, col_idx + 1
+            y = _run_isolated(lib, "crs_matvec", dict(n=n, row_ptr=row_ptr, col_idx=col_idx,
+                                                      val=val, x=x), timeout)
+            expected = scipy.sparse.csr_matrix(
+                (val, col_idx - (lang == "fortran"), row_ptr - (lang == "fortran")),
+                shape=(n, n)) @ x
+            if not np.allclose(y, expected, rtol=1e-12, atol=1e-12):
+                worst = int(np.argmax(np.abs(y - expected)))
+                raise AssertionError(
+                    f"crs_matvec is wrong for a {n}x{n} matrix with {val.size} nonzeros "
+                    f"(seed {seed}): row {worst} gives {y[worst]!r}, expected {expected[worst]!r}")
+
+
+def _child(lib: str, function: str, args_path: str, out_path: str) -> None:
+    """Runs in the child process: y = 0, call function(n, row_ptr, col_idx, val, x, y), save y.
+    y starts as NaN so that a kernel that writes nothing cannot pass by luck."""
+    import ctypes
+
+    inputs = np.load(args_path)
+    n = int(inputs["n"])
+    arrays = [np.ascontiguousarray(inputs[k]) for k in ("row_ptr", "col_idx", "val", "x")]
+    y = np.full(n, np.nan)
+    fn = getattr(ctypes.CDLL(lib), function)
+    fn.restype = None
+    fn.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 5
+    fn(n, *[a.ctypes.data_as(ctypes.c_void_p) for a in arrays], y.ctypes.data_as(ctypes.c_void_p))
+    np.save(out_path, y)
+
+
+if __name__ == "__main__":
+    _child(*sys.argv[1:5])

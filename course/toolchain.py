@@ -1,0 +1,162 @@
+"""What the course runs on: Python, compilers, OpenMP, MPI, cores and NUMA nodes (`course doctor`)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_OPENMP_TESTS = {
+    "c": ("cc", "t.c", "#include <omp.h>\n#include <stdio.h>\n"
+          "int main(void){int n=0;\n#pragma omp parallel reduction(+:n)\nn+=1;\n"
+          "printf(\"%d\\n\", n); return 0;}\n"),
+    "fortran": ("gfortran", "t.f90", "program t\nuse omp_lib\nimplicit none\ninteger :: n\nn = 0\n"
+                "!$omp parallel reduction(+:n)\nn = n + 1\n!$omp end parallel\nprint *, n\n"
+                "end program t\n"),
+}
+
+APT_HINT = ("on Debian/Ubuntu: apt-get install gcc gfortran cmake make libopenmpi-dev openmpi-bin; "
+            "with conda: conda env create -f environment.yml")
+
+
+def _first_line(cmd: list[str]) -> str | None:
+    if shutil.which(cmd[0]) is None:
+        return None
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0] if text else None
+
+
+def openmp_threads(lang: str) -> int | None:
+    """Compile and run a tiny OpenMP program with 2 threads; the thread count it saw, or None."""
+    compiler, name, source = _OPENMP_TESTS[lang]
+    if shutil.which(compiler) is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / name
+        src.write_text(source)
+        exe = Path(tmp) / "t"
+        build = subprocess.run([compiler, "-fopenmp", str(src), "-o", str(exe)],
+                               capture_output=True, text=True)
+        if build.returncode != 0:
+            return None
+        run = subprocess.run([str(exe)], capture_output=True, text=True,
+                             env={**os.environ, "OMP_NUM_THREADS": "2"}, timeout=30)
+        try:
+            return int(run.stdout.split()[0])
+        except (IndexError, ValueError):
+            return None
+
+
+def mpi_family(text: str | None) -> str | None:
+    """'Open MPI', 'MPICH', 'Intel MPI' or None, from a version banner."""
+    if not text:
+        return None
+    for family, pattern in (("Open MPI", r"open ?mpi|open-rte|orterun|prte"),
+                            ("Intel MPI", r"intel"), ("MPICH", r"mpich|hydra")):
+        if re.search(pattern, text, re.IGNORECASE):
+            return family
+    return None
+
+
+def mpi4py_library() -> tuple[str | None, str | None]:
+    """(mpi4py version, the MPI library version string it was built against), in a subprocess so
+    that a broken MPI cannot take this process down."""
+    code = ("import mpi4py; from mpi4py import MPI; "
+            "print(mpi4py.__version__); print(MPI.Get_library_version().splitlines()[0])")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=60, env={**os.environ, **mpi_env()})
+    except subprocess.TimeoutExpired:
+        return None, None
+    lines = out.stdout.strip().splitlines()
+    return (lines[0], lines[1]) if out.returncode == 0 and len(lines) == 2 else (None, None)
+
+
+def mpi_env() -> dict[str, str]:
+    """Environment that lets Open MPI run as root and oversubscribe a small machine."""
+    env = {"OMPI_MCA_rmaps_base_oversubscribe": "1", "PRTE_MCA_rmaps_default_mapping_policy":
+           ":oversubscribe", "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return env
+
+
+def numa_nodes() -> int:
+    nodes = list(Path("/sys/devices/system/node").glob("node[0-9]*"))
+    return max(len(nodes), 1)
+
+
+def sockets() -> int | None:
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"^Socket\(s\):\s*(\d+)", text, re.MULTILINE)
+    return int(match.group(1)) if match else None
+
+
+def report() -> dict:
+    """Everything `doctor` checks, as a dictionary; `problems` lists what is missing."""
+    import numba
+    import numpy
+
+    mpiexec = _first_line(["mpiexec", "--version"])
+    mpi4py_version, mpi4py_lib = mpi4py_library()
+    info = {
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "numpy": numpy.__version__,
+        "numba": numba.__version__,
+        "c_compiler": _first_line(["cc", "--version"]),
+        "fortran_compiler": _first_line(["gfortran", "--version"]),
+        "cmake": _first_line(["cmake", "--version"]),
+        "openmp_c_threads": openmp_threads("c"),
+        "openmp_fortran_threads": openmp_threads("fortran"),
+        "mpiexec": mpiexec,
+        "mpi_family": mpi_family(mpiexec),
+        "mpi4py": mpi4py_version,
+        "mpi4py_library": mpi4py_lib,
+        "cores": os.cpu_count(),
+        "sockets": sockets(),
+        "numa_nodes": numa_nodes(),
+        "platform": platform.platform(),
+    }
+    problems = []
+    for key, what in (("c_compiler", "a C compiler (cc)"), ("fortran_compiler", "gfortran"),
+                      ("cmake", "cmake"), ("mpiexec", "an MPI library with mpiexec")):
+        if info[key] is None:
+            problems.append(f"missing {what}")
+    for lang, compiler in (("c", "c_compiler"), ("fortran", "fortran_compiler")):
+        if info[compiler] and info[f"openmp_{lang}_threads"] != 2:
+            problems.append(f"OpenMP does not work with the {lang} compiler (-fopenmp)")
+    if info["mpi4py"] is None:
+        problems.append("mpi4py cannot be imported or cannot initialise MPI")
+    elif info["mpi_family"] and mpi_family(mpi4py_lib) != info["mpi_family"]:
+        problems.append(f"mpi4py was built against {mpi4py_lib!r} but mpiexec is "
+                        f"{info['mpi_family']}: rebuild it with "
+                        "`pip install --force-reinstall --no-binary mpi4py mpi4py`")
+    info["problems"] = problems
+    return info
+
+
+def markdown_table(info: dict) -> str:
+    rows = [("Python", info["python"]), ("NumPy / Numba", f"{info['numpy']} / {info['numba']}"),
+            ("C compiler", info["c_compiler"]), ("Fortran compiler", info["fortran_compiler"]),
+            ("OpenMP (threads seen with OMP_NUM_THREADS=2, C / Fortran)",
+             f"{info['openmp_c_threads']} / {info['openmp_fortran_threads']}"),
+            ("MPI (mpiexec)", info["mpiexec"]), ("mpi4py, built against",
+                                                 f"{info['mpi4py']}, {info['mpi4py_library']}"),
+            ("Cores / sockets / NUMA nodes",
+             f"{info['cores']} / {info['sockets']} / {info['numa_nodes']}"),
+            ("Platform", info["platform"])]
+    lines = ["| component | version |", "|---|---|"]
+    lines += [f"| {name} | {value if value is not None else 'missing'} |" for name, value in rows]
+    return "\n".join(lines)

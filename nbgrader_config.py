@@ -1,0 +1,26 @@
+"""nbgrader configuration of the course (run nbgrader from the repository root).
+
+Source notebooks (with solutions and hidden tests) live in solutions/<topic key>/, the student
+versions that `nbgrader generate_assignment <topic key>` writes in exercises/<topic key>/.
+Submissions, autograded notebooks, feedback and the gradebook (gradebook.db) stay out of git.
+"""
+from nbgrader.converters import GenerateAssignment
+from nbgrader.preprocessors import ClearSolutions
+
+from course.grading import ClearSolutionsByCellLanguage
+
+c = get_config()  # noqa: F821  (provided by nbgrader)
+
+c.CourseDirectory.course_id = "pfem"
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "exercises"
+c.CourseDirectory.db_assignments = [dict(name="01_fem1d")]
+
+# stubs in the language of each cell (C and Fortran cells written with %%writefile)
+c.GenerateAssignment.preprocessors = [
+    ClearSolutionsByCellLanguage if p is ClearSolutions else p
+    for p in GenerateAssignment.class_traits()["preprocessors"].make_dynamic_default()
+]
+
+# a cell that runs longer than this is interrupted and loses its points (endless loops)
+c.Execute.timeout = 60
