@@ -62,8 +62,12 @@ venv=.venv
 stamp="$venv/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)"
 if [ ! -x "$venv/bin/python" ]; then
     say "creating the virtual environment $venv"
-    # inside conda the environment's python is used, so that conda's MPI and compilers are seen
-    python3 -m venv "$venv"
+    if [ -n "${CONDA_PREFIX:-}" ]; then
+        # inside conda: see conda's packages (mpi4py built against conda's MPI, numba, ...)
+        python3 -m venv --system-site-packages "$venv"
+    else
+        python3 -m venv "$venv"
+    fi
 fi
 if [ ! -f "$stamp" ]; then
     say "installing the Python packages into $venv (a few minutes the first time)"

@@ -1,0 +1,99 @@
+"""The book: builds with every lecture executed and warnings as errors, and opens offline in a real
+browser (Debian's Chromium driven by Playwright) with the math rendered, every image loaded and no
+console errors."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+LECTURE_PAGES = sorted(f"notebooks/{p.stem}.html" for p in (ROOT / "notebooks").glob("*.ipynb"))
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def book(tmp_path_factory) -> Path:
+    """Build the book into a temporary folder, executing every notebook afresh (no cache)."""
+    tmp = tmp_path_factory.mktemp("book")
+    config = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
+    config["execute"]["execute_notebooks"] = "force"
+    (tmp / "_config.yml").write_text(yaml.safe_dump(config))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "jupyter-book"), "build", str(ROOT),
+         "--config", str(tmp / "_config.yml"), "--toc", str(ROOT / "book" / "_toc.yml"),
+         "--path-output", str(tmp), "--warningiserror", "--keep-going"],
+        capture_output=True, text=True, env=env, timeout=1800)
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, f"the book did not build:\n{log[-6000:]}"
+    return tmp / "_build" / "html"
+
+
+def test_every_page_is_there(book):
+    for page in ["book/intro.html", *LECTURE_PAGES, "exercises/01_fem1d/01_fem1d_exercise.html"]:
+        assert (book / page).exists(), page
+
+
+def test_intro_prints_the_toolchain(book):
+    text = (book / "book" / "intro.html").read_text()
+    for what in ("Fortran compiler", "MPI (mpiexec)", "Cores"):
+        assert what in text
+    assert "missing" not in text.lower().split("toolchain this book was built with")[-1], \
+        "the book was built with part of the toolchain missing"
+
+
+def test_no_remote_scripts_or_styles(book):
+    remote = re.compile(r'<(?:script|link)[^>]+(?:src|href)="(?:https?:)?//[^"]+"')
+    for page in book.rglob("*.html"):
+        found = remote.findall(page.read_text())
+        assert not found, f"{page.relative_to(book)} loads from the web: {found[:3]}"
+    assert (book / "_static" / "mathjax" / "tex-chtml.js").exists(), "MathJax is not bundled"
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    pytest.fail("no Chromium found: `make test` installs Debian's chromium (apt-get install chromium)")
+
+
+@pytest.mark.parametrize("page", LECTURE_PAGES + ["book/intro.html"])
+def test_page_renders_offline_in_a_browser(book, page):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    errors, remote_requests = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+        # offline: anything that is not a file of the book is refused and recorded
+        ctx.route(re.compile(r"^(?!file:).*"),
+                  lambda route: (remote_requests.append(route.request.url), route.abort()))
+        pg = ctx.new_page()
+        pg.on("console", lambda m: m.type == "error" and errors.append(m.text))
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto((book / page).as_uri(), wait_until="load")
+        pg.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise")
+        pg.evaluate("MathJax.startup.promise")
+        math = pg.locator("mjx-container").count()
+        math_errors = pg.locator("mjx-merror").count()
+        images = pg.evaluate("""() => Array.from(document.images).map(
+            img => ({src: img.src, ok: img.complete && img.naturalWidth > 0}))""")
+        pg.screenshot(path=str(ARTIFACTS / (page.replace("/", "_") + ".png")), full_page=True)
+        browser.close()
+    assert remote_requests == [], f"the page asked the web for {remote_requests}"
+    assert errors == [], f"console errors: {errors}"
+    assert math_errors == 0, "MathJax reported errors in formulas"
+    if page.startswith("notebooks/"):
+        assert math > 0, "no formula was typeset"
+        assert len(images) > 0, "a lecture without a single figure?"
+    broken = [i["src"] for i in images if not i["ok"]]
+    assert broken == [], f"images that did not load: {broken}"
