@@ -267,7 +267,7 @@ def fem1d_assemble(lang, x, cond, qvol, row_ptr, col_idx):
     """Global matrix values (for the pattern row_ptr/col_idx) and load vector."""
     n = check_pattern(row_ptr, col_idx)
     check_array(x, "x", REAL, n)
-    if n < 2 or np.any(np.diff(x) <= 0):
+    if n < 2 or not np.all(np.isfinite(x)) or np.any(np.diff(x) <= 0):
         raise ValueError("x must hold at least 2 node coordinates in increasing order")
     _check_fem1d_pattern(row_ptr, col_idx)
     cond = check_real(cond, "cond", positive=True)

@@ -60,7 +60,7 @@ def mpi_family(text: str | None) -> str | None:
     """'Open MPI', 'MPICH', 'Intel MPI' or None, from a version banner."""
     if not text:
         return None
-    for family, pattern in (("Open MPI", r"open ?mpi|open-rte|orterun|prte"),
+    for family, pattern in (("Open MPI", r"open ?(mpi|rte)|open-rte|orterun|prte"),
                             ("Intel MPI", r"intel"), ("MPICH", r"mpich|hydra")):
         if re.search(pattern, text, re.IGNORECASE):
             return family
@@ -71,7 +71,8 @@ def mpi4py_library() -> tuple[str | None, str | None]:
     """(mpi4py version, the MPI library version string it was built against), in a subprocess so
     that a broken MPI cannot take this process down."""
     code = ("import mpi4py; from mpi4py import MPI; "
-            "print(mpi4py.__version__); print(MPI.Get_library_version().splitlines()[0])")
+            "print(mpi4py.__version__); "
+            "print(MPI.Get_library_version().replace(chr(0), '').strip().splitlines()[0])")
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              timeout=60, env={**os.environ, **mpi_env()})
@@ -88,6 +89,11 @@ def mpi_env() -> dict[str, str]:
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return env
+
+
+def _version(text: str | None) -> str | None:
+    match = re.search(r"\d+\.\d+(\.\d+)?", text or "")
+    return match.group(0) if match else None
 
 
 def numa_nodes() -> int:
@@ -139,9 +145,10 @@ def report() -> dict:
             problems.append(f"OpenMP does not work with the {lang} compiler (-fopenmp)")
     if info["mpi4py"] is None:
         problems.append("mpi4py cannot be imported or cannot initialise MPI")
-    elif info["mpi_family"] and mpi_family(mpi4py_lib) != info["mpi_family"]:
+    elif mpiexec and (mpi_family(mpi4py_lib) != info["mpi_family"]
+                      or _version(mpi4py_lib) not in (None, _version(mpiexec))):
         problems.append(f"mpi4py was built against {mpi4py_lib!r} but mpiexec is "
-                        f"{info['mpi_family']}: rebuild it with "
+                        f"{info['mpiexec']!r}: rebuild it with "
                         "`pip install --force-reinstall --no-binary mpi4py mpi4py`")
     info["problems"] = problems
     return info
