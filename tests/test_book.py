@@ -25,6 +25,9 @@ def book(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("book")
     config = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
     config["execute"]["execute_notebooks"] = "force"
+    extensions = config["sphinx"]["local_extensions"]     # paths relative to book/_config.yml
+    config["sphinx"]["local_extensions"] = {name: str(ROOT / "book" / path)
+                                            for name, path in extensions.items()}
     (tmp / "_config.yml").write_text(yaml.safe_dump(config))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     result = subprocess.run(
@@ -45,9 +48,16 @@ def test_every_page_is_there(book):
 def test_intro_prints_the_toolchain(book):
     text = (book / "book" / "intro.html").read_text()
     for what in ("Fortran compiler", "MPI (mpiexec)", "Cores"):
-        assert what in text
+        assert f"<td><p>{what}" in text, f"no table row {what!r}"
     assert "missing" not in text.lower().split("toolchain this book was built with")[-1], \
         "the book was built with part of the toolchain missing"
+
+
+def test_tables_printed_by_notebooks_are_rendered(book):
+    """Markdown that a cell prints (a results table) is rendered, not shown as raw pipes."""
+    for page in book.rglob("*.html"):
+        raw = re.findall(r"<p>\|[^<]*\|", page.read_text())
+        assert not raw, f"{page.relative_to(book)} shows a table as text: {raw[0][:80]}"
 
 
 def test_no_remote_scripts_or_styles(book):
@@ -55,6 +65,7 @@ def test_no_remote_scripts_or_styles(book):
     for page in book.rglob("*.html"):
         found = remote.findall(page.read_text())
         assert not found, f"{page.relative_to(book)} loads from the web: {found[:3]}"
+        assert "unpkg.com" not in page.read_text(), f"{page.relative_to(book)} names a CDN"
     assert (book / "_static" / "mathjax" / "tex-chtml.js").exists(), "MathJax is not bundled"
 
 

@@ -1,0 +1,130 @@
+"""Shared fixtures and helpers of the test suite.
+
+Languages are parametrized with readable ids (numpy, numba, c, fortran). Every test that runs a
+compiled kernel carries the marker `compiled`, so that tests/test_sanitize.py can rerun exactly
+those under AddressSanitizer/UBSan with `-m compiled`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+from course import native, toolchain
+from course.langs import LANGS
+from course.sparse import CRS
+
+ROOT = native.ROOT
+PYTHON = sys.executable
+COMPILED = native.COMPILED_LANGS              # ("c", "fortran")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "compiled: runs a C or Fortran kernel (rerun under the sanitizers)")
+
+
+def lang_params(langs=LANGS):
+    """pytest.param per language, id = the language, compiled ones marked `compiled`."""
+    return [pytest.param(lang, id=lang,
+                         marks=[pytest.mark.compiled] if lang in COMPILED else [])
+            for lang in langs]
+
+
+ALL_LANGS = lang_params()
+COMPILED_LANGS = lang_params(COMPILED)
+
+
+# --- subprocesses --------------------------------------------------------------------------------
+
+def env_with(**extra) -> dict[str, str]:
+    """os.environ plus the MPI environment (run as root, oversubscribe) plus `extra`."""
+    env = {**os.environ, **toolchain.mpi_env(), "MPLBACKEND": "Agg"}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run(cmd, *, timeout: float = 120, cwd=None, env=None, input=None, check=False,
+        **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run with text output captured, a timeout (a hang fails instead of blocking) and
+    the MPI environment. Fails the test on a timeout with the command in the message."""
+    cmd = [str(c) for c in cmd]
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                cwd=cwd, env=env if env is not None else env_with(),
+                                input=input, **kwargs)
+    except subprocess.TimeoutExpired as err:
+        pytest.fail(f"timed out after {timeout} s: {' '.join(cmd)}\n"
+                    f"stdout: {err.stdout!r}\nstderr: {err.stderr!r}")
+    if check and result.returncode != 0:
+        pytest.fail(f"{' '.join(cmd)} exited {result.returncode}\n"
+                    f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
+    return result
+
+
+def run_course(*args, **kwargs) -> subprocess.CompletedProcess:
+    """`python -m course ARGS` in the repository root."""
+    return run([PYTHON, "-m", "course", *args], cwd=kwargs.pop("cwd", ROOT), **kwargs)
+
+
+# --- fixtures ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def random_crs():
+    """A random non-symmetric 40 x 40 CRS matrix whose rows have different lengths, with empty
+    rows (one in the middle, the last one), plus the scipy matrix it came from."""
+    rng = np.random.default_rng(20240607)
+    n = 40
+    a = scipy.sparse.random(n, n, density=0.15, format="lil", random_state=rng,
+                            data_rvs=lambda k: rng.uniform(-1.0, 1.0, k))
+    a[0, 0] = 2.0                       # row 0 not empty, at least one full-ish row
+    a[5, :] = rng.uniform(-1, 1, n)
+    a[17, :] = 0.0                      # an empty row in the middle ...
+    a[n - 1, :] = 0.0                   # ... and at the end
+    a = scipy.sparse.csr_matrix(a)
+    a.eliminate_zeros()
+    crs = CRS.from_scipy(a)
+    lengths = np.diff(crs.row_ptr)
+    assert lengths[17] == 0 and lengths[-1] == 0
+    assert len(set(lengths.tolist())) > 3, "rows should have different lengths"
+    assert (abs(a - a.T)).max() > 0, "should be non-symmetric"
+    return crs, a
+
+
+@pytest.fixture(scope="session")
+def nonuniform_mesh():
+    """Node coordinates of [0, 2] cut at random points: elements of very different lengths."""
+    rng = np.random.default_rng(7)
+    inner = np.sort(rng.uniform(0.0, 2.0, 59))
+    x = np.concatenate([[0.0], inner, [2.0]])
+    assert np.all(np.diff(x) > 0)
+    assert np.diff(x).max() / np.diff(x).min() > 10
+    return x
+
+
+def rel_close(actual, expected, rtol=1e-12):
+    """True when ||actual - expected||_inf <= rtol * max(||expected||_inf, tiny)."""
+    actual, expected = np.asarray(actual, float), np.asarray(expected, float)
+    if actual.shape != expected.shape:
+        return False
+    scale = max(np.max(np.abs(expected), initial=0.0), np.finfo(float).tiny)
+    return np.max(np.abs(actual - expected), initial=0.0) <= rtol * scale
+
+
+def assert_rel_close(actual, expected, rtol=1e-12, what="values"):
+    actual, expected = np.asarray(actual, float), np.asarray(expected, float)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    scale = max(np.max(np.abs(expected), initial=0.0), np.finfo(float).tiny)
+    err = np.max(np.abs(actual - expected), initial=0.0) / scale
+    assert err <= rtol, f"{what}: relative difference {err:.3e} > {rtol:.1e}"
