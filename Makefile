@@ -37,7 +37,8 @@ test: setup-test
 	$(PY) -m pytest
 
 lab: setup
-	jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) --no-browser
+	jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) \
+		$(if $(filter 0,$(shell id -u)),--allow-root)
 
 clean:
 	rm -rf build

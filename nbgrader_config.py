@@ -14,7 +14,6 @@ c = get_config()  # noqa: F821  (provided by nbgrader)
 c.CourseDirectory.course_id = "pfem"
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "exercises"
-c.CourseDirectory.db_assignments = [dict(name="01_fem1d")]
 
 # stubs in the language of each cell (C and Fortran cells written with %%writefile)
 c.GenerateAssignment.preprocessors = [

@@ -110,6 +110,22 @@ def sockets() -> int | None:
     return int(match.group(1)) if match else None
 
 
+def mpi4py_problem(mpiexec: str | None = None, version: str | None = None,
+                   library: str | None = None) -> str | None:
+    """Why mpi4py does not fit the mpiexec on the PATH (another MPI family or version), or None.
+    Without arguments, finds out itself. `scripts/setup.sh` rebuilds mpi4py when this says so."""
+    if mpiexec is None and version is None:
+        mpiexec = _first_line(["mpiexec", "--version"])
+        version, library = mpi4py_library()
+    if version is None:
+        return "mpi4py cannot be imported or cannot initialise MPI"
+    if mpiexec and (mpi_family(library) != mpi_family(mpiexec)
+                    or _version(library) not in (None, _version(mpiexec))):
+        return (f"mpi4py was built against {library!r} but mpiexec is {mpiexec!r}: rebuild it "
+                "with `MPICC=mpicc pip install --force-reinstall --no-binary mpi4py mpi4py`")
+    return None
+
+
 def report() -> dict:
     """Everything `doctor` checks, as a dictionary; `problems` lists what is missing."""
     import numba
@@ -143,13 +159,9 @@ def report() -> dict:
     for lang, compiler in (("c", "c_compiler"), ("fortran", "fortran_compiler")):
         if info[compiler] and info[f"openmp_{lang}_threads"] != 2:
             problems.append(f"OpenMP does not work with the {lang} compiler (-fopenmp)")
-    if info["mpi4py"] is None:
-        problems.append("mpi4py cannot be imported or cannot initialise MPI")
-    elif mpiexec and (mpi_family(mpi4py_lib) != info["mpi_family"]
-                      or _version(mpi4py_lib) not in (None, _version(mpiexec))):
-        problems.append(f"mpi4py was built against {mpi4py_lib!r} but mpiexec is "
-                        f"{info['mpiexec']!r}: rebuild it with "
-                        "`pip install --force-reinstall --no-binary mpi4py mpi4py`")
+    mpi_problem = mpi4py_problem(mpiexec, mpi4py_version, mpi4py_lib)
+    if mpi_problem:
+        problems.append(mpi_problem)
     info["problems"] = problems
     return info
 

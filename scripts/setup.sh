@@ -78,4 +78,21 @@ if [ ! -f "$stamp" ]; then
     rm -f "$venv"/.installed-*
     touch "$stamp"
 fi
+# mpi4py must belong to the MPI library of the mpiexec on the PATH, which may have changed since it
+# was built (another conda environment, a module system): rebuild it when it does not
+mpi4py_problem() {
+    "$venv/bin/python" -c 'from course.toolchain import mpi4py_problem; print(mpi4py_problem() or "")'
+}
+problem=$(mpi4py_problem)
+if [ -n "$problem" ]; then
+    say "$problem"
+    say "rebuilding mpi4py against $(command -v mpicc)"
+    MPICC=$(command -v mpicc) "$venv/bin/python" -m pip install -q --force-reinstall --no-deps \
+        --no-binary mpi4py mpi4py
+    problem=$(mpi4py_problem)
+    if [ -n "$problem" ]; then
+        say "$problem"
+        exit 1
+    fi
+fi
 say "ready ($venv)"

@@ -104,6 +104,22 @@ def test_mpi_family(text, family):
     assert toolchain.mpi_family(text) == family
 
 
+@pytest.mark.parametrize("library, fits", [
+    ("Open MPI v4.1.4, package: Debian OpenMPI", True),
+    ("Open MPI v5.0.3, package: Open MPI conda-forge", False),     # another version
+    ("MPICH Version: 4.1.4", False),                                 # another family
+])
+def test_mpi4py_problem_names_a_mismatch(library, fits):
+    problem = toolchain.mpi4py_problem("mpiexec (OpenRTE) 4.1.4", "4.1.2", library)
+    assert (problem is None) == fits, problem
+    if not fits:
+        assert library in problem and "--no-binary mpi4py" in problem
+
+
+def test_mpi4py_problem_here_is_none():
+    assert toolchain.mpi4py_problem() is None
+
+
 def test_mpi_env_allows_oversubscription():
     env = toolchain.mpi_env()
     assert env["OMPI_MCA_rmaps_base_oversubscribe"] == "1"
