@@ -24,10 +24,15 @@ build: setup
 doctor: setup
 	$(PY) -m course doctor
 
-book: build
+# the exercise solutions must run: executed as a copy, again only when they or the code change
+SOLVED := build/solutions/.executed
+$(SOLVED): $(wildcard solutions/*/*.ipynb course/*.py src_c/*/*.[ch] src_fortran/*/*.f90)
 	@echo "== executing the exercise solutions (a copy, in build/solutions)"
-	@rm -rf build/solutions && cp -r solutions build/solutions
+	@rm -rf build/solutions && mkdir -p build && cp -r solutions build/solutions
 	jupyter nbconvert --to notebook --execute --inplace --log-level=WARN build/solutions/*/*.ipynb
+	@touch $@
+
+book: build $(SOLVED)
 	@echo "== building the book (executes every lecture; results cached between runs)"
 	jupyter-book build . --config book/_config.yml --toc book/_toc.yml \
 		--path-output build/book --warningiserror --keep-going
