@@ -59,15 +59,19 @@ def compile_kernel(source: str | Path, lang: str) -> Path:
     return lib
 
 
-def _run_isolated(lib: Path, function: str, inputs: dict, timeout: float) -> np.ndarray:
-    """Call the kernel in a child process (see _child below); return its output array."""
+def call_isolated(lib: Path, function: str, args: list, returns_int: bool = False,
+                  timeout: float = 10.0) -> tuple[int | None, list[np.ndarray]]:
+    """Call `function(*args)` of the library `lib` in a child process (see _child below).
+
+    Python ints become C ints, floats C doubles, NumPy arrays pointers to their data. Returns the
+    function's int result (or None) and the arrays as the function left them."""
     with tempfile.TemporaryDirectory() as tmp:
-        args, out = Path(tmp) / "in.npz", Path(tmp) / "out.npy"
-        np.savez(args, **inputs)
+        args_path, out_path = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
+        np.savez(args_path, *[np.asarray(a) for a in args])
         try:
             result = subprocess.run([sys.executable, "-m", "course.exercise", str(lib), function,
-                                     str(args), str(out)], capture_output=True, text=True,
-                                    timeout=timeout)
+                                     str(args_path), str(out_path), str(int(returns_int))],
+                                    capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise AssertionError(f"{function} did not finish within {timeout:g} s "
                                  "(an endless loop?)") from None
@@ -78,7 +82,9 @@ def _run_isolated(lib: Path, function: str, inputs: dict, timeout: float) -> np.
                                     if name == "SIGSEGV" else ""))
         if result.returncode != 0:
             raise AssertionError(f"{function} could not be called:\n{result.stderr.strip()}")
-        return np.load(out)
+        with np.load(out_path) as out:
+            arrays = [out[f"arr_{i}"] for i in range(len(args))]
+            return (int(out["result"]) if returns_int else None), arrays
 
 
 def random_crs(n: int, density: float, seed: int):
@@ -101,8 +107,9 @@ def check_crs_matvec(source: str | Path, lang: str, seeds=(1, 2, 3), sizes=(1, 7
             row_ptr, col_idx, val, x = random_crs(n, density=min(1.0, 3.0 / n), seed=seed)
             if lang == "fortran":            # Fortran kernels take 1-based indices
                 row_ptr, col_idx = row_ptr + 1, col_idx + 1
-            y = _run_isolated(lib, "crs_matvec", dict(n=n, row_ptr=row_ptr, col_idx=col_idx,
-                                                      val=val, x=x), timeout)
+            y = np.full(n, np.nan)      # a kernel that writes nothing cannot pass by luck
+            _, (*_, y) = call_isolated(lib, "crs_matvec", [n, row_ptr, col_idx, val, x, y],
+                                       timeout=timeout)
             expected = scipy.sparse.csr_matrix(
                 (val, col_idx - (lang == "fortran"), row_ptr - (lang == "fortran")),
                 shape=(n, n)) @ x
@@ -113,21 +120,20 @@ def check_crs_matvec(source: str | Path, lang: str, seeds=(1, 2, 3), sizes=(1, 7
                     f"(seed {seed}): row {worst} gives {y[worst]!r}, expected {expected[worst]!r}")
 
 
-def _child(lib: str, function: str, args_path: str, out_path: str) -> None:
-    """Runs in the child process: y = 0, call function(n, row_ptr, col_idx, val, x, y), save y.
-    y starts as NaN so that a kernel that writes nothing cannot pass by luck."""
+def _child(lib: str, function: str, args_path: str, out_path: str, returns_int: str) -> None:
+    """Runs in the child process: load the arguments, call the function, save what it left."""
     import ctypes
 
-    inputs = np.load(args_path)
-    n = int(inputs["n"])
-    arrays = [np.ascontiguousarray(inputs[k]) for k in ("row_ptr", "col_idx", "val", "x")]
-    y = np.full(n, np.nan)
+    with np.load(args_path) as saved:
+        args = [saved[f"arr_{i}"] for i in range(len(saved.files))]
     fn = getattr(ctypes.CDLL(lib), function)
-    fn.restype = None
-    fn.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 5
-    fn(n, *[a.ctypes.data_as(ctypes.c_void_p) for a in arrays], y.ctypes.data_as(ctypes.c_void_p))
-    np.save(out_path, y)
+    fn.restype = ctypes.c_int if returns_int == "1" else None
+    fn.argtypes = [ctypes.c_int if a.ndim == 0 and a.dtype.kind == "i" else
+                   ctypes.c_double if a.ndim == 0 else ctypes.c_void_p for a in args]
+    values = [a.item() if a.ndim == 0 else a.ctypes.data_as(ctypes.c_void_p) for a in args]
+    result = fn(*values)
+    np.savez(out_path, *args, result=result if result is not None else 0)
 
 
 if __name__ == "__main__":
-    _child(*sys.argv[1:5])
+    _child(*sys.argv[1:6])
