@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
+from pathlib import Path
 
 from .langs import LANGS
+
+FACES = ("xmin", "xmax", "ymin", "ymax", "zmin", "zmax")   # course.mesh.FACES (not imported: light)
 
 
 def _doctor(args) -> int:
@@ -51,12 +55,45 @@ def _solve(args) -> int:
             raise ValueError(f"--n must be a positive number of elements, got {args.n}")
         result = problems.fem1d(args.n, args.lang, length=args.length, cond=args.cond,
                                 qvol=args.qvol, qflux=args.qflux, tol=args.tol)
+    elif args.problem == "fem3d":
+        result = _solve_fem3d(args, problems)
     if args.json:
         print(json.dumps(result))
     else:
         for key, value in result.items():
             print(f"{key:>18}: {value}")
     return 0 if result["converged"] else 1
+
+
+def _solve_fem3d(args, problems) -> dict:
+    for name in ("nx", "ny", "nz"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be a positive number of elements, "
+                             f"got {getattr(args, name)}")
+    if args.manufactured:
+        given = [f"--{name.replace('_', '-')}" for name in ("qvol", "qflux", "fixed_face")
+                 if getattr(args, name) is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} cannot be used with --manufactured (its source "
+                             f"and boundary conditions are fixed)")
+    if args.vtk is not None:
+        folder = Path(args.vtk).resolve().parent
+        if not folder.is_dir():
+            raise FileNotFoundError(f"--vtk: folder {folder} does not exist")
+    options = {name: getattr(args, name) for name in ("qvol", "qflux", "fixed_face")
+               if getattr(args, name) is not None}
+    result = problems.fem3d(args.nx, args.ny, args.nz, args.lang, manufactured=args.manufactured,
+                            dx=args.dx, dy=args.dy, dz=args.dz, cond=args.cond, tol=args.tol,
+                            keep_solution=args.vtk is not None, **options)
+    if args.vtk is not None:
+        from .vtk import write_vtk
+
+        try:
+            write_vtk(args.vtk, result.pop("mesh"), {"temperature": result.pop("T")})
+        except OSError as err:
+            raise RuntimeError(f"--vtk: cannot write {args.vtk}: {err.strerror}") from None
+        result["vtk"] = args.vtk
+    return result
 
 
 def _bench(args) -> int:
@@ -85,6 +122,30 @@ def _positive(kind):
     return parse
 
 
+def _finite(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
+def _positive_finite(text):
+    value = _finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _common_solve_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lang", choices=LANGS, default="c")
+    p.add_argument("--threads", type=int, help="OpenMP threads for c/fortran")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(run=_solve)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m course",
                                 description="Parallel FEM course: toolchain, kernels, problems.")
@@ -102,23 +163,46 @@ def parser() -> argparse.ArgumentParser:
     b.set_defaults(run=_build)
 
     s = sub.add_parser("solve", help="run one problem and summarise it")
-    s.add_argument("problem", choices=["fem1d"])
-    s.add_argument("--n", type=int, default=100, help="number of elements (default 100)")
-    s.add_argument("--lang", choices=LANGS, default="c")
-    s.add_argument("--length", type=_positive(float), default=1.0)
-    s.add_argument("--cond", type=_positive(float), default=1.0, help="conductivity")
-    s.add_argument("--qvol", type=float, default=1.0, help="volumetric heat source")
-    s.add_argument("--qflux", type=float, default=0.0, help="heat flux at x = length")
-    s.add_argument("--tol", type=_positive(float), default=1e-12)
-    s.add_argument("--threads", type=int, help="OpenMP threads for c/fortran")
-    s.add_argument("--json", action="store_true", help="print one JSON object")
-    s.set_defaults(run=_solve)
+    problem = s.add_subparsers(dest="problem", required=True, metavar="problem")
+
+    s1 = problem.add_parser("fem1d", help="1D heat conduction, linear elements (01_fem1d)")
+    s1.add_argument("--n", type=int, default=100, help="number of elements (default 100)")
+    s1.add_argument("--length", type=_positive(float), default=1.0)
+    s1.add_argument("--cond", type=_positive(float), default=1.0, help="conductivity")
+    s1.add_argument("--qvol", type=float, default=1.0, help="volumetric heat source")
+    s1.add_argument("--qflux", type=float, default=0.0, help="heat flux at x = length")
+    s1.add_argument("--tol", type=_positive(float), default=1e-12)
+    _common_solve_options(s1)
+
+    s3 = problem.add_parser("fem3d", help="3D heat conduction, tri-linear hexahedra (02_fem3d)")
+    s3.add_argument("--nx", type=int, default=8, help="elements along x (default 8)")
+    s3.add_argument("--ny", type=int, default=8, help="elements along y (default 8)")
+    s3.add_argument("--nz", type=int, default=8, help="elements along z (default 8)")
+    for axis in "xyz":
+        s3.add_argument(f"--d{axis}", type=_positive_finite,
+                        help=f"element size along {axis} (default: the unit cube, 1/n{axis})")
+    s3.add_argument("--manufactured", action="store_true",
+                    help="T = sin(pi x) sin(pi y) sin(pi z), T = 0 on every face; reports the L2 "
+                         "and H1 errors")
+    s3.add_argument("--cond", type=_positive_finite, default=1.0, help="conductivity")
+    s3.add_argument("--qvol", type=_finite, help="volumetric heat source (default 1)")
+    s3.add_argument("--qflux", type=_finite,
+                    help="heat flux into the body through the face opposite the fixed one "
+                         "(default 0)")
+    s3.add_argument("--fixed-face", choices=FACES, help="face with T = 0 (default zmax)")
+    s3.add_argument("--tol", type=_positive_finite, default=1e-8,
+                    help="CG tolerance, relative residual (default 1e-8)")
+    s3.add_argument("--vtk", metavar="FILE", help="write the mesh and temperature (legacy VTK)")
+    _common_solve_options(s3)
 
     e = sub.add_parser("bench", help="benchmark suite (timings, not tests)")
-    e.add_argument("suite", choices=["fem1d"])
+    e.add_argument("suite", choices=["fem1d", "fem3d"],
+                   help="fem1d: assembly and CG per language; fem3d: assembly, PCG per iteration "
+                        "and the SpMV against STREAM, on n^3 cubes")
     e.add_argument("--json", metavar="FILE", help="write the results as JSON")
     e.add_argument("--plot", metavar="FILE", help="write a plot (PNG, SVG, PDF)")
-    e.add_argument("--sizes", type=_positive(int), nargs="+", help="problem sizes")
+    e.add_argument("--sizes", type=_positive(int), nargs="+",
+                   help="problem sizes (fem1d: elements; fem3d: n of the n^3 mesh)")
     e.add_argument("--langs", choices=LANGS, nargs="+", help="languages (default: all)")
     e.add_argument("--repeat", type=_positive(int), default=5, help="best of N (default 5)")
     e.set_defaults(run=_bench)

@@ -18,6 +18,7 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
+import numba
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,6 +133,14 @@ def _declare(lib: ctypes.CDLL) -> None:
         "fem1d_pattern": (None, [_c_int, _ptr, _ptr]),
         "fem1d_assemble": (None, [_c_int, _ptr, _c_double, _c_double, _ptr, _ptr, _ptr, _ptr]),
         "fem1d_boundary": (None, [_c_int, _c_double, _ptr, _ptr, _ptr, _ptr]),
+        "crs_dirichlet": (None, [_c_int, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr]),
+        "fem3d_element": (_c_int, [_ptr, _c_double, _ptr, _ptr, _ptr]),
+        "fem3d_pattern": (None, [_c_int, _c_int, _c_int, _ptr, _ptr]),
+        "fem3d_assemble": (_c_int, [_c_int, _ptr, _ptr, _c_double, _ptr, _ptr, _ptr, _ptr, _ptr]),
+        "fem3d_face_flux": (None, [_c_int, _ptr, _ptr, _c_double, _ptr]),
+        "stream_init": (None, [_c_int, _ptr, _ptr, _ptr]),
+        "stream_copy": (None, [_c_int, _ptr, _ptr]),
+        "stream_triad": (None, [_c_int, _c_double, _ptr, _ptr, _ptr]),
     }
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)
@@ -156,6 +165,29 @@ def check_array(a, name: str, dtype: np.dtype, length: int | None = None,
         raise ValueError(f"{name} must be contiguous (use np.ascontiguousarray)")
     if length is not None and a.shape[0] != length:
         raise ValueError(f"{name} must have length {length}, got {a.shape[0]}")
+    if writeable and not a.flags.writeable:
+        raise ValueError(f"{name} must be writeable")
+    return a
+
+
+def check_table(a, name: str, dtype: np.dtype, width: int, rows: int | None = None,
+                writeable: bool = False) -> np.ndarray:
+    """Like check_array, for a 2-D C-contiguous table of shape (rows, width) (a row per node,
+    element or face)."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array, got {type(a).__name__}")
+    if a.dtype != dtype:
+        raise TypeError(f"{name} must have dtype {dtype}, got {a.dtype} "
+                        f"(convert with np.asarray({name}, dtype=np.{dtype}))")
+    if a.ndim != 2 or a.shape[1] != width:
+        raise ValueError(f"{name} must have shape ({'n' if rows is None else rows}, {width}), "
+                         f"got {a.shape}")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous (use np.ascontiguousarray)")
+    if rows is not None and a.shape[0] != rows:
+        raise ValueError(f"{name} must have shape ({rows}, {width}), got {a.shape}")
+    if a.shape[0] * width > np.iinfo(np.int32).max:
+        raise ValueError(f"{name} has more entries than 32-bit indices allow")
     if writeable and not a.flags.writeable:
         raise ValueError(f"{name} must be writeable")
     return a
@@ -298,3 +330,187 @@ def _check_fem1d_pattern(row_ptr, col_idx) -> None:
     needed = np.concatenate([i * n + i, i[1:] * n + i[:-1], i[:-1] * n + i[1:]])
     if not np.all(np.isin(needed, present)):
         raise ValueError("row_ptr/col_idx must contain the tridiagonal pattern of a 1D mesh")
+
+
+# ---------------------------------------------------------------------------------------------
+# lecture 02_fem3d: hexahedra, 27-point pattern, assembly, face flux, Dirichlet rows
+# ---------------------------------------------------------------------------------------------
+
+def _check_finite(a: np.ndarray, name: str) -> None:
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must hold finite numbers only (no inf or nan)")
+
+
+def _check_nodes(table: np.ndarray, name: str, n_node: int) -> None:
+    """Every node number in `table` must lie in [0, n_node)."""
+    if table.size and (table.min() < 0 or table.max() >= n_node):
+        raise ValueError(f"{name} entries must lie in [0, {n_node}) (0-based node numbers), "
+                         f"got values in [{table.min()}, {table.max()}]")
+
+
+def fem3d_element(lang, xyz8, cond, q8):
+    """Element matrix ke (8x8) and load fe (8) of one tri-linear hexahedron with corners xyz8
+    (8x3 float64) and nodal source q8 (8 float64); ValueError for a non-positive Jacobian."""
+    check_table(xyz8, "xyz8", REAL, 3, rows=8)
+    _check_finite(xyz8, "xyz8")
+    check_array(q8, "q8", REAL, 8)
+    _check_finite(q8, "q8")
+    cond = check_real(cond, "cond", positive=True)
+    ke, fe = np.empty(64), np.empty(8)
+    if load(lang).fem3d_element(_p(xyz8), cond, _p(q8), _p(ke), _p(fe)) != 0:
+        raise ValueError("xyz8: the element is inverted or degenerate (det J <= 0 at a Gauss "
+                         "point); are its corners in the local order of course.element?")
+    return ke.reshape(8, 8), fe
+
+
+def fem3d_nnz(nx: int, ny: int, nz: int) -> int:
+    """Nonzeros of the 27-point pattern of an nx x ny x nz box of hexahedra."""
+    return (3 * nx + 1) * (3 * ny + 1) * (3 * nz + 1)
+
+
+def fem3d_pattern(lang, nx, ny, nz):
+    """0-based CRS pattern (row_ptr, col_idx) of the structured nx x ny x nz hexahedral mesh."""
+    nx, ny, nz = (check_int(v, name, minimum=1) for v, name in ((nx, "nx"), (ny, "ny"), (nz, "nz")))
+    n_node, nnz = (nx + 1) * (ny + 1) * (nz + 1), fem3d_nnz(nx, ny, nz)
+    if nnz > np.iinfo(np.int32).max:
+        raise ValueError(f"nx, ny, nz = {nx}, {ny}, {nz} give {nnz} nonzeros, more than 32-bit "
+                         f"indices allow")
+    row_ptr = np.empty(n_node + 1, dtype=INT)
+    col_idx = np.empty(nnz, dtype=INT)
+    load(lang).fem3d_pattern(nx, ny, nz, _p(row_ptr), _p(col_idx))
+    if lang == "fortran":           # Fortran numbers from 1
+        row_ptr -= 1
+        col_idx -= 1
+    return row_ptr, col_idx
+
+
+@numba.njit(cache=True)
+def _first_missing_entry(elements, row_ptr, col_idx):
+    """(e, a, b) of the first element e whose entry (node a, node b) is not in the pattern, or
+    (-1, -1, -1): the pattern must hold every entry the assembly adds into."""
+    for e in range(elements.shape[0]):
+        for a in range(elements.shape[1]):
+            row = elements[e, a]
+            for b in range(elements.shape[1]):
+                col = elements[e, b]
+                found = False
+                for k in range(row_ptr[row], row_ptr[row + 1]):
+                    if col_idx[k] == col:
+                        found = True
+                        break
+                if not found:
+                    return e, a, b
+    return -1, -1, -1
+
+
+def check_element_pattern(elements, row_ptr, col_idx) -> None:
+    """ValueError unless the CRS pattern holds the entry (i, j) of every pair of nodes i, j that
+    share an element (elements and the pattern already checked for types and ranges)."""
+    e, a, b = _first_missing_entry(elements, row_ptr, col_idx)
+    if e >= 0:
+        raise ValueError(f"row_ptr/col_idx lack the entry ({elements[e, a]}, {elements[e, b]}) "
+                         f"that element {e} adds into: not the pattern of this mesh")
+
+
+def fem3d_assemble(lang, elements, xyz, cond, q, row_ptr, col_idx, val=None, rhs=None):
+    """Adds every element matrix into val and every element load into rhs (new zero arrays when
+    not given); returns (val, rhs). elements (n_elem, 8) int32, xyz (n_node, 3) float64, nodal
+    source q (n_node) float64."""
+    check_table(elements, "elements", INT, 8)
+    if elements.shape[0] == 0:
+        raise ValueError("elements must hold at least one element")
+    check_table(xyz, "xyz", REAL, 3)
+    _check_finite(xyz, "xyz")
+    n_node = xyz.shape[0]
+    _check_nodes(elements, "elements", n_node)
+    cond = check_real(cond, "cond", positive=True)
+    check_array(q, "q", REAL, n_node)
+    _check_finite(q, "q")
+    check_pattern(row_ptr, col_idx, n_node)
+    val = np.zeros(col_idx.shape[0]) if val is None else \
+        check_array(val, "val", REAL, col_idx.shape[0], writeable=True)
+    rhs = np.zeros(n_node) if rhs is None else check_array(rhs, "rhs", REAL, n_node, writeable=True)
+    check_element_pattern(elements, row_ptr, col_idx)
+    el, rp, ci = _index_base(lang, elements, row_ptr, col_idx)
+    status = load(lang).fem3d_assemble(elements.shape[0], _p(el), _p(xyz), cond, _p(q), _p(rp),
+                                       _p(ci), _p(val), _p(rhs))
+    if status < 0:
+        raise ValueError(f"elements: element {-status - 1} is inverted or degenerate "
+                         f"(det J <= 0 at a Gauss point)")
+    return val, rhs
+
+
+def fem3d_face_flux(lang, faces, xyz, qflux, rhs) -> None:
+    """Adds the load of the heat flux qflux into the body through the quadrilaterals faces
+    (n_face, 4) int32 (node numbers in cyclic order) to rhs, in place."""
+    check_table(faces, "faces", INT, 4)
+    check_table(xyz, "xyz", REAL, 3)
+    _check_finite(xyz, "xyz")
+    n_node = xyz.shape[0]
+    _check_nodes(faces, "faces", n_node)
+    qflux = check_real(qflux, "qflux")
+    check_array(rhs, "rhs", REAL, n_node, writeable=True)
+    (fc,) = _index_base(lang, faces)
+    load(lang).fem3d_face_flux(faces.shape[0], _p(fc), _p(xyz), qflux, _p(rhs))
+
+
+def check_dirichlet_rows(fixed, row_ptr, col_idx) -> None:
+    """Every fixed row must hold its diagonal entry (it becomes the identity's row)."""
+    n = row_ptr.shape[0] - 1
+    rows = np.repeat(np.arange(n), np.diff(row_ptr))
+    has_diagonal = np.zeros(n, dtype=bool)
+    has_diagonal[rows[rows == col_idx]] = True
+    missing = np.flatnonzero((fixed != 0) & ~has_diagonal)
+    if missing.size:
+        raise ValueError(f"row_ptr/col_idx: fixed row {missing[0]} has no diagonal entry")
+
+
+def crs_dirichlet(lang, fixed, g, row_ptr, col_idx, val, rhs) -> None:
+    """Prescribe T_i = g_i where fixed[i] = 1 (int32 flags 0/1), in place, keeping A symmetric."""
+    n = check_crs(row_ptr, col_idx, val)
+    check_array(val, "val", REAL, writeable=True)
+    check_array(fixed, "fixed", INT, n)
+    if n and (fixed.min() < 0 or fixed.max() > 1):
+        raise ValueError("fixed must hold the flags 0 (free) and 1 (prescribed) only")
+    check_array(g, "g", REAL, n)
+    _check_finite(g, "g")
+    check_array(rhs, "rhs", REAL, n, writeable=True)
+    check_dirichlet_rows(fixed, row_ptr, col_idx)
+    rp, ci = _index_base(lang, row_ptr, col_idx)     # fixed is flags, not indices: no shift
+    load(lang).crs_dirichlet(n, _p(fixed), _p(g), _p(rp), _p(ci), _p(val), _p(rhs))
+
+
+# --- STREAM (memory bandwidth) -------------------------------------------------------------------
+
+def _stream_vectors(vectors, names) -> int:
+    """The common length of the float64 vectors (all checked)."""
+    n = None
+    for a, name in zip(vectors, names):
+        check_array(a, name, REAL, n)
+        n = a.shape[0] if n is None else n
+    if n > np.iinfo(np.int32).max:
+        raise ValueError(f"{names[0]} is longer than 32-bit indices allow")
+    return n
+
+
+def stream_init(lang, a, b, c) -> None:
+    """a = 1, b = 2, c = 0.5 (in parallel, so that first touch places the pages)."""
+    n = _stream_vectors((a, b, c), ("a", "b", "c"))
+    for v, name in ((a, "a"), (b, "b"), (c, "c")):
+        check_array(v, name, REAL, n, writeable=True)
+    load(lang).stream_init(n, _p(a), _p(b), _p(c))
+
+
+def stream_copy(lang, b, a) -> None:
+    """a = b."""
+    n = _stream_vectors((b, a), ("b", "a"))
+    check_array(a, "a", REAL, n, writeable=True)
+    load(lang).stream_copy(n, _p(b), _p(a))
+
+
+def stream_triad(lang, scalar, b, c, a) -> None:
+    """a = b + scalar c."""
+    n = _stream_vectors((b, c, a), ("b", "c", "a"))
+    check_array(a, "a", REAL, n, writeable=True)
+    scalar = check_real(scalar, "scalar")
+    load(lang).stream_triad(n, scalar, _p(b), _p(c), _p(a))

@@ -18,8 +18,6 @@ from nbgrader.api import Gradebook
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
-KEY = "01_fem1d"
-NOTEBOOK = f"{KEY}_exercise.ipynb"
 CELL_TIMEOUT = 20      # seconds before nbgrader interrupts a cell (the course default is 60)
 
 pytestmark = pytest.mark.slow
@@ -86,10 +84,10 @@ def test_release_hides_tests_and_solutions(key):
                         f"hidden test line leaked into the release: {line.strip()}"
 
 
-def _submit(course: Path, student: str, nb) -> None:
-    folder = course / "submitted" / student / KEY
+def _submit(course: Path, key: str, student: str, nb) -> None:
+    folder = course / "submitted" / student / key
     folder.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, folder / NOTEBOOK)
+    nbformat.write(nb, folder / f"{key}_exercise.ipynb")
 
 
 def _replace_in_cell(nb, grade_id: str, old: str, new: str):
@@ -105,64 +103,88 @@ def _plain_cell(nb, startswith: str, new: str):
     return nb
 
 
-@pytest.fixture(scope="module")
-def graded(course) -> dict:
-    """Submit five notebooks, autograde them all, and read the scores from the gradebook."""
-    solution = lambda: nbformat.read(ROOT / "solutions" / KEY / NOTEBOOK, as_version=4)  # noqa
+# Per exercise: the points of each graded cell, and two broken solutions — a Python function
+# that never returns, and C code that segfaults — with the graded cell each one must lose:
+# (grade_id of the solution cell, text in it, what replaces that text, test that loses its points)
+EXERCISES = {
+    "01_fem1d": {
+        "points": {"test_element": 2, "test_assemble": 3, "test_crs_matvec": 3},
+        "endless_loop": ("assemble", "for e in range(n - 1):",
+                         "while True:\n        pass\n    for e in range(n - 1):", "test_assemble"),
+        "segfault": ("crs_matvec_c", "y[i] = sum;",
+                     "y[i] = sum;\n        *(volatile double *)0 = sum;", "test_crs_matvec"),
+    },
+    "02_fem3d": {
+        "points": {"test_shape_derivatives": 2, "test_jacobian_and_gradients": 2,
+                   "test_element_matrix": 3, "test_fem3d_assemble": 3},
+        "endless_loop": ("element_matrix", "g = 1.0 / np.sqrt(3.0)",
+                         "while True:\n        pass", "test_element_matrix"),
+        "segfault": ("fem3d_assemble_c", "rhs[node[a]] += fe[a];",
+                     "rhs[node[a]] += fe[a];\n            *(volatile double *)0 = fe[a];",
+                     "test_fem3d_assemble"),
+    },
+}
+
+
+def test_every_exercise_has_its_grading_cases():
+    assert sorted(EXERCISES) == ASSIGNMENTS
+
+
+@pytest.fixture(scope="module", params=ASSIGNMENTS)
+def graded(request, course) -> dict:
+    """Submit five notebooks of one exercise, autograde them all, and read the scores from the
+    gradebook."""
+    key = request.param
+    notebook = f"{key}_exercise.ipynb"
+    cases = EXERCISES[key]
+    solution = lambda: nbformat.read(ROOT / "solutions" / key / notebook, as_version=4)  # noqa
     submissions = {
         "solution": solution(),
         "solution_fortran": _plain_cell(solution(), "LANGUAGE =", 'LANGUAGE = "fortran"'),
-        "untouched": nbformat.read(course / "exercises" / KEY / NOTEBOOK, as_version=4),
-        "endless_loop": _replace_in_cell(solution(), "assemble", "for e in range(n - 1):",
-                                         "while True:\n        pass\n    for e in range(n - 1):"),
-        "segfault": _replace_in_cell(solution(), "crs_matvec_c", "y[i] = sum;",
-                                     "y[i] = sum;\n        *(volatile double *)0 = sum;"),
+        "untouched": nbformat.read(course / "exercises" / key / notebook, as_version=4),
+        "endless_loop": _replace_in_cell(solution(), *cases["endless_loop"][:3]),
+        "segfault": _replace_in_cell(solution(), *cases["segfault"][:3]),
     }
     for student, nb in submissions.items():
-        _submit(course, student, nb)
-    nbgrader(course, "autograde", KEY, "--create", "--force",
+        _submit(course, key, student, nb)
+    nbgrader(course, "autograde", key, "--create", "--force",
              f"--Execute.timeout={CELL_TIMEOUT}")
-    nbgrader(course, "generate_feedback", KEY, "--force")
+    nbgrader(course, "generate_feedback", key, "--force")
     scores = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for student in submissions:
-            sub = gb.find_submission(KEY, student)
-            nb = gb.find_submission_notebook(NOTEBOOK[:-6], KEY, student)
+            sub = gb.find_submission(key, student)
+            nb = gb.find_submission_notebook(notebook[:-6], key, student)
             scores[student] = {
                 "total": sub.score, "max": sub.max_score,
                 "tests": {g.name: g.score for g in nb.grades},
             }
-    return scores
+    return {"key": key, "cases": cases, "scores": scores,
+            "feedback": course / "feedback", "notebook": notebook}
 
 
 def test_solution_gets_full_marks(graded):
-    assert graded["solution"]["max"] == 8
-    assert graded["solution"]["total"] == 8, graded["solution"]
-
-
-def test_fortran_solution_gets_full_marks(graded):
-    assert graded["solution_fortran"]["total"] == 8, graded["solution_fortran"]
+    points = graded["cases"]["points"]
+    for student in ("solution", "solution_fortran"):
+        assert graded["scores"][student]["tests"] == points, (student, graded["scores"][student])
+        assert graded["scores"][student]["max"] == sum(points.values())
 
 
 def test_untouched_release_gets_zero(graded):
-    assert graded["untouched"]["total"] == 0, graded["untouched"]
+    assert graded["scores"]["untouched"]["total"] == 0, graded["scores"]["untouched"]
 
 
-def test_endless_loop_loses_only_that_test(graded):
-    tests = graded["endless_loop"]["tests"]
-    assert tests["test_assemble"] == 0
-    assert tests["test_element"] == 2 and tests["test_crs_matvec"] == 3, tests
+@pytest.mark.parametrize("broken", ["endless_loop", "segfault"])
+def test_a_broken_kernel_loses_only_its_test(graded, broken):
+    loser = graded["cases"][broken][3]
+    expected = {**graded["cases"]["points"], loser: 0}
+    assert graded["scores"][broken]["tests"] == expected, graded["scores"][broken]
 
 
-def test_segfault_loses_only_that_test(graded):
-    tests = graded["segfault"]["tests"]
-    assert tests["test_crs_matvec"] == 0
-    assert tests["test_element"] == 2 and tests["test_assemble"] == 3, tests
-
-
-def test_feedback_is_written(course, graded):
-    for student in graded:
-        html = course / "feedback" / student / KEY / NOTEBOOK.replace(".ipynb", ".html")
-        assert html.exists() and html.stat().st_size > 1000, html
-    text = (course / "feedback" / "segfault" / KEY / NOTEBOOK.replace(".ipynb", ".html")).read_text()
+def test_feedback_is_written(graded):
+    html = graded["notebook"].replace(".ipynb", ".html")
+    for student in graded["scores"]:
+        path = graded["feedback"] / student / graded["key"] / html
+        assert path.exists() and path.stat().st_size > 1000, path
+    text = (graded["feedback"] / "segfault" / graded["key"] / html).read_text()
     assert "SIGSEGV" in text, "the learner should be told that the kernel crashed"

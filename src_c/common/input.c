@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void input_fail(const input_file *in, const char *fmt, ...)
+void input_fail(const input_file *in, const char *fmt, ...)
 {
     va_list ap;
     fprintf(stderr, "%s: %s:%d: ", in->prog, in->path, in->line);
@@ -100,4 +100,24 @@ void input_require_positive(const input_file *in, double value, const char *what
 {
     if (!(value > 0.0))
         input_fail(in, "%s must be positive, got %g", what, value);
+}
+
+int input_choice(input_file *in, int count, const char *const *choices, const char *what)
+{
+    char buf[1024], tok[128];
+    next_line(in, buf, sizeof buf, what);
+    char *cursor = buf;
+    if (!next_token(&cursor, tok, sizeof tok))
+        input_fail(in, "expected a word (%s), found none", what);
+    for (int i = 0; i < count; i++)
+        if (strcmp(tok, choices[i]) == 0)
+            return i;
+    char list[512] = "";                  /* "xmin, xmax, ..." for the message */
+    for (int i = 0; i < count; i++) {
+        if (i > 0)
+            strncat(list, ", ", sizeof list - strlen(list) - 1);
+        strncat(list, choices[i], sizeof list - strlen(list) - 1);
+    }
+    input_fail(in, "expected one of %s (%s), got '%s'", list, what, tok);
+    return -1;                            /* not reached: input_fail exits */
 }

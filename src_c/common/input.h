@@ -19,5 +19,10 @@ void input_ints(input_file *in, int count, int *values, const char *what);
 void input_reals(input_file *in, int count, double *values, const char *what);
 /* exit with a message unless value > 0 (`what` names it) */
 void input_require_positive(const input_file *in, double value, const char *what);
+/* read the next line; its first word must be one of the `count` words in `choices`: returns its
+ * position there (0-based) */
+int input_choice(input_file *in, int count, const char *const *choices, const char *what);
+/* print "PROG: PATH:LINE: message" (printf-like) on stderr and exit with status 2 */
+void input_fail(const input_file *in, const char *fmt, ...);
 
 #endif

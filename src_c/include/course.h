@@ -12,6 +12,19 @@
 void crs_matvec(int n, const int *restrict row_ptr, const int *restrict col_idx,
                 const double *restrict val, const double *restrict x, double *restrict y);
 
+/* Prescribed values T_i = g[i] where fixed[i] != 0 (fixed: 0/1 flags, not indices): fixed rows
+ * become identity rows with rhs_i = g_i; in free rows the fixed columns move to the right-hand side
+ * (rhs_i -= a_ij g_j) and are cleared, so a symmetric matrix stays symmetric. */
+void crs_dirichlet(int n, const int *restrict fixed, const double *restrict g,
+                   const int *restrict row_ptr, const int *restrict col_idx,
+                   double *restrict val, double *restrict rhs);
+
+/* ---- common/stream.c (memory bandwidth, OpenMP schedule(static)) -------------------------- */
+void stream_init(int n, double *restrict a, double *restrict b, double *restrict c);
+void stream_copy(int n, const double *restrict b, double *restrict a);
+void stream_triad(int n, double scalar, const double *restrict b, const double *restrict c,
+                  double *restrict a);
+
 /* ---- common/cg.c --------------------------------------------------------------------------- */
 int pcg_jacobi(int n, const int *restrict row_ptr, const int *restrict col_idx,
                const double *restrict val, const double *restrict b, double *restrict x,
@@ -25,5 +38,17 @@ void fem1d_assemble(int n_elem, const double *restrict x, double cond, double qv
                     double *restrict val, double *restrict rhs);
 void fem1d_boundary(int n_node, double qflux, const int *restrict row_ptr,
                     const int *restrict col_idx, double *restrict val, double *restrict rhs);
+
+/* ---- 02_fem3d/fem3d.c ---------------------------------------------------------------------- */
+/* Structured box of tri-linear hexahedra: xyz[3*n + d] are node coordinates, elements[8*e + a]
+ * the global node of local node a, faces[4*f + c] the nodes of a boundary quad in cyclic order. */
+int fem3d_element(const double *restrict xyz, double cond, const double *restrict q,
+                  double *restrict ke, double *restrict fe);
+void fem3d_pattern(int nx, int ny, int nz, int *restrict row_ptr, int *restrict col_idx);
+int fem3d_assemble(int n_elem, const int *restrict elements, const double *restrict xyz,
+                   double cond, const double *restrict q, const int *restrict row_ptr,
+                   const int *restrict col_idx, double *restrict val, double *restrict rhs);
+void fem3d_face_flux(int n_face, const int *restrict faces, const double *restrict xyz,
+                     double qflux, double *restrict rhs);
 
 #endif

@@ -1,4 +1,5 @@
-! Sparse matrix-vector product in CRS storage (Fortran twin of src_c/common/crs.c).
+! Sparse matrix-vector product and prescribed values in CRS storage (Fortran twin of
+! src_c/common/crs.c).
 !
 ! Indices are 1-based: row i holds the entries val(row_ptr(i) : row_ptr(i+1)-1) in the columns
 ! col_idx(same range); row_ptr(1) = 1 and col_idx values lie in 1..n. The routine is exported to C
@@ -8,7 +9,7 @@ module course_crs
     use, intrinsic :: iso_c_binding, only: c_int, c_double
     implicit none
     private
-    public :: crs_matvec
+    public :: crs_matvec, crs_dirichlet
 
 contains
 
@@ -33,5 +34,45 @@ subroutine crs_matvec(n, row_ptr, col_idx, val, x, y) bind(C, name="crs_matvec")
     !$omp end parallel do
 end subroutine crs_matvec
 ! [crs_matvec]
+
+! [crs_dirichlet]
+! Prescribed values T_i = g(i) on the rows with fixed(i) /= 0 (0/1 flags, not indices, so there is
+! nothing to shift between C and Fortran). A fixed row becomes a row of the identity with
+! rhs(i) = g(i). In a free row the known terms a_ij g(j) of the fixed columns j move to the
+! right-hand side and a_ij is cleared: clearing the columns as well as the rows keeps a symmetric
+! matrix symmetric (and positive definite), so CG still applies. Every row only touches its own
+! entries, so the rows are shared among threads.
+subroutine crs_dirichlet(n, fixed, g, row_ptr, col_idx, val, rhs) bind(C, name="crs_dirichlet")
+    integer(c_int), value, intent(in) :: n
+    integer(c_int), intent(in) :: fixed(n)
+    real(c_double), intent(in) :: g(n)
+    integer(c_int), intent(in) :: row_ptr(n + 1), col_idx(*)
+    real(c_double), intent(inout) :: val(*), rhs(n)
+    integer(c_int) :: i, j, k
+
+    !$omp parallel do schedule(static) private(j, k)
+    do i = 1, n
+        if (fixed(i) /= 0) then
+            do k = row_ptr(i), row_ptr(i + 1) - 1
+                if (col_idx(k) == i) then
+                    val(k) = 1.0_c_double
+                else
+                    val(k) = 0.0_c_double
+                end if
+            end do
+            rhs(i) = g(i)
+        else
+            do k = row_ptr(i), row_ptr(i + 1) - 1
+                j = col_idx(k)
+                if (fixed(j) /= 0) then
+                    rhs(i) = rhs(i) - val(k) * g(j)
+                    val(k) = 0.0_c_double
+                end if
+            end do
+        end if
+    end do
+    !$omp end parallel do
+end subroutine crs_dirichlet
+! [crs_dirichlet]
 
 end module course_crs

@@ -9,6 +9,7 @@ module course_input
     implicit none
     private
     public :: input_file, input_open, input_close, input_ints, input_reals, input_require_positive
+    public :: input_choice, input_fail
 
     ! the same limits as the C reader (its line buffer holds 1024 bytes, a token 128)
     integer, parameter :: max_line = 1022
@@ -246,5 +247,29 @@ subroutine input_require_positive(in, value, what)
 
     if (.not. (value > 0.0_dp)) call input_fail(in, what // ' must be positive, got ' // c_g(value, 6))
 end subroutine input_require_positive
+
+! Read the next line; its first word must be one of `choices` (blanks at their ends do not count):
+! returns its position there (1-based).
+function input_choice(in, choices, what) result(choice)
+    type(input_file), intent(inout) :: in
+    character(len=*), intent(in) :: choices(:)
+    character(len=*), intent(in) :: what
+    integer :: choice
+    character(len=:), allocatable :: line, token, list
+    integer :: pos
+
+    call next_line(in, line, what)
+    pos = 1
+    if (.not. next_token(line, pos, token)) &
+        call input_fail(in, 'expected a word (' // what // '), found none')
+    do choice = 1, size(choices)
+        if (token == trim(choices(choice))) return
+    end do
+    list = trim(choices(1))                 ! "xmin, xmax, ..." for the message
+    do choice = 2, size(choices)
+        list = list // ', ' // trim(choices(choice))
+    end do
+    call input_fail(in, 'expected one of ' // list // ' (' // what // "), got '" // token // "'")
+end function input_choice
 
 end module course_input

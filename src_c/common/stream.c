@@ -1,0 +1,39 @@
+/* STREAM-like kernels (after McCalpin's STREAM benchmark) to measure the memory bandwidth that the
+ * sparse kernels can hope for. Every loop is split among the threads with schedule(static), so the
+ * thread that initialises a[i] (and thus places its page in its NUMA node's memory, "first touch")
+ * is the one that later reads and writes it. */
+#include "course.h"
+
+/* [stream_init]
+ * a = 1, b = 2, c = 0.5, written in parallel: the first touch decides where the pages live. */
+void stream_init(int n, double *restrict a, double *restrict b, double *restrict c)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++) {
+        a[i] = 1.0;
+        b[i] = 2.0;
+        c[i] = 0.5;
+    }
+}
+/* [stream_init] */
+
+/* [stream_copy]
+ * a = b: 16 bytes moved per element (one read, one write). */
+void stream_copy(int n, const double *restrict b, double *restrict a)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++)
+        a[i] = b[i];
+}
+/* [stream_copy] */
+
+/* [stream_triad]
+ * a = b + scalar c: 24 bytes moved and 2 flops per element. */
+void stream_triad(int n, double scalar, const double *restrict b, const double *restrict c,
+                  double *restrict a)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++)
+        a[i] = b[i] + scalar * c[i];
+}
+/* [stream_triad] */
