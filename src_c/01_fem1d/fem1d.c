@@ -34,15 +34,6 @@ void fem1d_pattern(int n_node, int *restrict row_ptr, int *restrict col_idx)
 }
 /* [fem1d_pattern] */
 
-/* position of entry (row, col) in the CRS arrays, or -1 if it is not in the pattern */
-static int crs_find(const int *restrict row_ptr, const int *restrict col_idx, int row, int col)
-{
-    for (int k = row_ptr[row]; k < row_ptr[row + 1]; k++)
-        if (col_idx[k] == col)
-            return k;
-    return -1;
-}
-
 /* [fem1d_assemble]
  * Adds every element matrix into val (which must hold zeros, or a previous sum, on entry) and every
  * element load into rhs. Element e has the global nodes {e, e+1}. */

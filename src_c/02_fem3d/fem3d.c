@@ -127,16 +127,6 @@ void fem3d_pattern(int nx, int ny, int nz, int *restrict row_ptr, int *restrict 
 }
 /* [fem3d_pattern] */
 
-/* position of entry (row, col) in the CRS arrays, or -1 if it is not in the pattern */
-static long crs_position(const int *restrict row_ptr, const int *restrict col_idx, int row,
-                         int col)
-{
-    for (int k = row_ptr[row]; k < row_ptr[row + 1]; k++)
-        if (col_idx[k] == col)
-            return k;
-    return -1;
-}
-
 /* [fem3d_assemble]
  * Adds every element matrix into val and every element load into rhs (both hold zeros, or a
  * previous sum, on entry). elements[8*e + a] is the global node of local node a of element e.
@@ -158,7 +148,7 @@ int fem3d_assemble(int n_elem, const int *restrict elements, const double *restr
         for (int a = 0; a < 8; a++) {                 /* scatter into the global system */
             rhs[node[a]] += fe[a];
             for (int b = 0; b < 8; b++)
-                val[crs_position(row_ptr, col_idx, node[a], node[b])] += ke[8 * a + b];
+                val[crs_find(row_ptr, col_idx, node[a], node[b])] += ke[8 * a + b];
         }
     }
     return 0;

@@ -15,6 +15,18 @@ void crs_matvec(int n, const int *restrict row_ptr, const int *restrict col_idx,
 }
 /* [crs_matvec] */
 
+/* [crs_find]
+ * Position k of the entry (row, col) in col_idx and val, or -1 if the pattern lacks it: a search
+ * along row `row` (assembly uses it to find where an element entry goes). */
+int crs_find(const int *restrict row_ptr, const int *restrict col_idx, int row, int col)
+{
+    for (int k = row_ptr[row]; k < row_ptr[row + 1]; k++)
+        if (col_idx[k] == col)
+            return k;
+    return -1;
+}
+/* [crs_find] */
+
 /* [crs_dirichlet]
  * Prescribed values T_i = g[i] on the rows with fixed[i] != 0. A fixed row becomes a row of the
  * identity with rhs_i = g_i. In a free row the known terms a_ij g_j of the fixed columns j move to

@@ -12,6 +12,9 @@
 void crs_matvec(int n, const int *restrict row_ptr, const int *restrict col_idx,
                 const double *restrict val, const double *restrict x, double *restrict y);
 
+/* Position of the entry (row, col) in col_idx and val, or -1 if the pattern lacks it. */
+int crs_find(const int *restrict row_ptr, const int *restrict col_idx, int row, int col);
+
 /* Prescribed values T_i = g[i] where fixed[i] != 0 (fixed: 0/1 flags, not indices): fixed rows
  * become identity rows with rhs_i = g_i; in free rows the fixed columns move to the right-hand side
  * (rhs_i -= a_ij g_j) and are cleared, so a symmetric matrix stays symmetric. */

@@ -4,6 +4,7 @@
 ! 1-based (row_ptr(1) = 1, columns 1..n_node).
 module course_fem1d
     use, intrinsic :: iso_c_binding, only: c_int, c_double
+    use course_crs, only: crs_find
     implicit none
     private
     public :: fem1d_element, fem1d_pattern, fem1d_assemble, fem1d_boundary
@@ -49,22 +50,6 @@ subroutine fem1d_pattern(n_node, row_ptr, col_idx) bind(C, name="fem1d_pattern")
     row_ptr(n_node + 1) = k                 ! = number of entries + 1
 end subroutine fem1d_pattern
 ! [fem1d_pattern]
-
-! position of entry (row, col) in the CRS arrays, or 0 if it is not in the pattern
-function crs_find(row_ptr, col_idx, row, col) result(pos)
-    integer(c_int), intent(in) :: row_ptr(*), col_idx(*)
-    integer(c_int), intent(in) :: row, col
-    integer(c_int) :: pos
-    integer(c_int) :: k
-
-    pos = 0
-    do k = row_ptr(row), row_ptr(row + 1) - 1
-        if (col_idx(k) == col) then
-            pos = k
-            return
-        end if
-    end do
-end function crs_find
 
 ! [fem1d_assemble]
 ! Adds every element matrix into val (which must hold zeros, or a previous sum, on entry) and every

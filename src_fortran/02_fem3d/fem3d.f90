@@ -11,6 +11,7 @@
 ! shape function N_a = (1 + xi XI(a)) (1 + eta ETA(a)) (1 + zeta ZETA(a)) / 8.
 module course_fem3d
     use, intrinsic :: iso_c_binding, only: c_int, c_double
+    use course_crs, only: crs_find
     implicit none
     private
     public :: fem3d_element, fem3d_pattern, fem3d_assemble, fem3d_face_flux
@@ -172,22 +173,6 @@ subroutine fem3d_pattern(nx, ny, nz, row_ptr, col_idx) bind(C, name="fem3d_patte
 end subroutine fem3d_pattern
 ! [fem3d_pattern]
 
-! position of entry (row, col) in the CRS arrays, or 0 if it is not in the pattern
-function crs_position(row_ptr, col_idx, row, col) result(pos)
-    integer(c_int), intent(in) :: row_ptr(*), col_idx(*)
-    integer(c_int), intent(in) :: row, col
-    integer(c_int) :: pos
-    integer(c_int) :: k
-
-    pos = 0
-    do k = row_ptr(row), row_ptr(row + 1) - 1
-        if (col_idx(k) == col) then
-            pos = k
-            return
-        end if
-    end do
-end function crs_position
-
 ! [fem3d_assemble]
 ! Adds every element matrix into val and every element load into rhs (both hold zeros, or a
 ! previous sum, on entry). elements(a, e) is the global node of local node a of element e.
@@ -219,7 +204,7 @@ function fem3d_assemble(n_elem, elements, xyz, cond, q, row_ptr, col_idx, val, r
         do a = 1, 8                                  ! scatter into the global system
             rhs(elements(a, e)) = rhs(elements(a, e)) + fe(a)
             do b = 1, 8
-                k = crs_position(row_ptr, col_idx, elements(a, e), elements(b, e))
+                k = crs_find(row_ptr, col_idx, elements(a, e), elements(b, e))
                 val(k) = val(k) + ke(b, a)
             end do
         end do

@@ -9,7 +9,7 @@ module course_crs
     use, intrinsic :: iso_c_binding, only: c_int, c_double
     implicit none
     private
-    public :: crs_matvec, crs_dirichlet
+    public :: crs_matvec, crs_find, crs_dirichlet
 
 contains
 
@@ -34,6 +34,25 @@ subroutine crs_matvec(n, row_ptr, col_idx, val, x, y) bind(C, name="crs_matvec")
     !$omp end parallel do
 end subroutine crs_matvec
 ! [crs_matvec]
+
+! [crs_find]
+! Position k of the entry (row, col) in col_idx and val, or 0 if the pattern lacks it: a search
+! along row `row` (assembly uses it to find where an element entry goes).
+function crs_find(row_ptr, col_idx, row, col) result(pos)
+    integer(c_int), intent(in) :: row_ptr(*), col_idx(*)
+    integer(c_int), intent(in) :: row, col
+    integer(c_int) :: pos
+    integer(c_int) :: k
+
+    pos = 0
+    do k = row_ptr(row), row_ptr(row + 1) - 1
+        if (col_idx(k) == col) then
+            pos = k
+            return
+        end if
+    end do
+end function crs_find
+! [crs_find]
 
 ! [crs_dirichlet]
 ! Prescribed values T_i = g(i) on the rows with fixed(i) /= 0 (0/1 flags, not indices, so there is
