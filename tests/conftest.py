@@ -8,6 +8,7 @@ those under AddressSanitizer/UBSan with `-m compiled`.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,18 @@ def run(cmd, *, timeout: float = 120, cwd=None, env=None, input=None, check=Fals
         pytest.fail(f"{' '.join(cmd)} exited {result.returncode}\n"
                     f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
     return result
+
+
+def run_program(path, *args, cwd, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
+    """A standalone program (fem1d_c, fem3d_f, ...); a program killed by a signal fails the test."""
+    result = run([path, *args], cwd=cwd, timeout=timeout, **kwargs)
+    assert result.returncode >= 0, f"killed by signal {-result.returncode}: {result.stderr}"
+    return result
+
+
+def limit_memory(n_bytes: int):
+    """A preexec_fn that caps the address space of the child process at n_bytes."""
+    return lambda: resource.setrlimit(resource.RLIMIT_AS, (n_bytes, n_bytes))
 
 
 def run_course(*args, **kwargs) -> subprocess.CompletedProcess:

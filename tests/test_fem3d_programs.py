@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import ctypes
 import re
-import resource
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, assert_rel_close, env_with, run
+from conftest import ROOT, assert_rel_close, env_with, limit_memory, run_program
 from course import native
 
 PROGRAMS = [pytest.param("fem3d_c", id="c"), pytest.param("fem3d_f", id="fortran")]
 FACES = ("xmin", "xmax", "ymin", "ymax", "zmin", "zmax")
 EXAMPLE = ROOT / "examples" / "02_fem3d" / "input.dat"
-TIMEOUT = 60
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -36,12 +34,6 @@ def input_text(nel="4 3 5", size="0.25 0.2 0.3", material="1.0 1.0", qflux="0.0"
 
 
 GOOD = input_text()
-
-
-def run_program(path, *args, cwd, timeout=TIMEOUT, **kwargs):
-    result = run([path, *args], cwd=cwd, timeout=timeout, **kwargs)
-    assert result.returncode >= 0, f"killed by signal {-result.returncode}: {result.stderr}"
-    return result
 
 
 def parse_summary(stdout: str) -> dict:
@@ -338,15 +330,11 @@ def test_usage(name, binaries, tmp_path, args):
     assert len(lines) == 1 and lines[0].startswith("usage:") and "INPUT [OUTPUT.vtk]" in lines[0]
 
 
-def _limit_memory():
-    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-
-
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_too_big_for_memory_fails_cleanly(name, binaries, tmp_path):
     """A mesh that fits 32-bit indices but not the memory limit: exit 1 with one line."""
     (tmp_path / "big.dat").write_text(input_text(nel="400 400 400"))
-    result = run_program(binaries[name], "big.dat", cwd=tmp_path, preexec_fn=_limit_memory)
+    result = run_program(binaries[name], "big.dat", cwd=tmp_path, preexec_fn=limit_memory(2 << 30))
     assert result.returncode == 1, (result.returncode, result.stderr)
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "out of memory" in lines[0], lines

@@ -4,15 +4,13 @@ stderr and exit status 2 on bad ones, and the same messages from C and Fortran."
 from __future__ import annotations
 
 import re
-import resource
 
 import pytest
 
-from conftest import run
+from conftest import limit_memory, run_program
 from course import fem, native
 
 PROGRAMS = [pytest.param("fem1d_c", id="c"), pytest.param("fem1d_f", id="fortran")]
-TIMEOUT = 30
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -28,12 +26,6 @@ def input_text(ne="100", length="1.0", cond="1.0", qvol="1.0", qflux="0.0", eps=
 
 
 GOOD = input_text()
-
-
-def run_program(path, *args, cwd, timeout=TIMEOUT, **kwargs):
-    result = run([path, *args], cwd=cwd, timeout=timeout, **kwargs)
-    assert result.returncode >= 0, f"killed by signal {-result.returncode}: {result.stderr}"
-    return result
 
 
 def parse_summary(stdout: str) -> dict:
@@ -213,15 +205,11 @@ def test_directory_as_input(name, binaries, tmp_path):
     assert len(result.stderr.splitlines()) == 1 and "adir" in result.stderr
 
 
-def _limit_memory():
-    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
-
-
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_huge_ne_does_not_crash(name, binaries, tmp_path):
     """NE at the int limit: a clean failure (out of memory or refused), never a crash or a hang."""
     (tmp_path / "big.dat").write_text(input_text(ne="2147483647"))
-    result = run_program(binaries[name], "big.dat", cwd=tmp_path, preexec_fn=_limit_memory)
+    result = run_program(binaries[name], "big.dat", cwd=tmp_path, preexec_fn=limit_memory(4 << 30))
     assert result.returncode in (1, 2), (result.returncode, result.stderr)
     assert len(result.stderr.splitlines()) == 1, result.stderr
 
