@@ -86,6 +86,23 @@ def run_course(*args, **kwargs) -> subprocess.CompletedProcess:
     return run([PYTHON, "-m", "course", *args], cwd=kwargs.pop("cwd", ROOT), **kwargs)
 
 
+def assert_one_error(result, name: str, by_course: bool) -> None:
+    """A bad `course solve` command line: exit status 2, nothing on stdout, no traceback, one error line naming
+    `name`. Errors course finds itself are that one line alone; argparse prints its usage first."""
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    error_lines = [line for line in lines if "error:" in line]
+    assert len(error_lines) == 1, lines
+    assert name in error_lines[0], error_lines[0]
+    if by_course:
+        assert lines == [error_lines[0]], f"expected one line on stderr, got {lines!r}"
+        assert lines[0].startswith("course solve: error:")
+    else:
+        assert lines[-1] == error_lines[0]
+
+
 # --- fixtures ------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
@@ -133,6 +150,19 @@ def rel_close(actual, expected, rtol=1e-12):
         return False
     scale = max(np.max(np.abs(expected), initial=0.0), np.finfo(float).tiny)
     return np.max(np.abs(actual - expected), initial=0.0) <= rtol * scale
+
+
+def assert_refused(case, lang: str, case_id: str) -> None:
+    """case = (call, exception type, name): call(lang) must raise that exception (never reach the
+    kernel) with a one-line message that names the offending argument."""
+    call, exc_type, name = case
+    with pytest.raises((TypeError, ValueError)) as info:
+        call(lang)
+    assert isinstance(info.value, exc_type), \
+        f"{case_id}: expected {exc_type.__name__}, got {type(info.value).__name__}: {info.value}"
+    message = str(info.value)
+    assert name in message, f"{case_id}: message does not name {name!r}: {message!r}"
+    assert "\n" not in message.strip()
 
 
 def assert_rel_close(actual, expected, rtol=1e-12, what="values"):

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import ALL_LANGS, run_course
+from conftest import ALL_LANGS, assert_one_error, run_course
 from course import cli, problems
 
 pytestmark = pytest.mark.timeout(300)
@@ -112,18 +112,7 @@ OWN_ERRORS = {"nx-zero", "ny-negative", "nz-zero", "threads-zero", "manufactured
 def test_solve_bad_arguments(case):
     args, name = BAD_ARGS[case]
     result = run_course("solve", "fem3d", *args, "--lang", "numpy", timeout=120)
-    assert result.returncode == 2, (result.returncode, result.stderr)
-    assert result.stdout == ""
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    error_lines = [line for line in lines if "error:" in line]
-    assert len(error_lines) == 1, lines
-    assert name in error_lines[0], error_lines[0]
-    if case in OWN_ERRORS:
-        assert len(lines) == 1, f"expected one line on stderr, got {lines!r}"
-        assert lines[0].startswith("course solve: error:")
-    else:        # argparse: usage, then the error as the last line
-        assert lines[-1] == error_lines[0]
+    assert_one_error(result, name, by_course=case in OWN_ERRORS)
 
 
 def test_main_in_process_reports_value_errors(capsys):
