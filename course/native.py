@@ -257,6 +257,21 @@ def crs_matvec(lang, row_ptr, col_idx, val, x, y=None) -> np.ndarray:
     return y
 
 
+def crs_matvec_prepared(lang, row_ptr, col_idx, val, x, y):
+    """A function of no arguments that computes y = A x with the kernel of `lang`, its arguments
+    checked (and, for Fortran, shifted to 1-based) once, here: for timing the kernel alone."""
+    n = check_crs(row_ptr, col_idx, val)
+    check_array(x, "x", REAL, n)
+    check_array(y, "y", REAL, n, writeable=True)
+    rp, ci = _index_base(lang, row_ptr, col_idx)
+    kernel = load(lang).crs_matvec
+    arrays = (rp, ci, val, x, y)              # the closure keeps them alive
+
+    def run() -> None:
+        kernel(n, *(_p(a) for a in arrays))
+    return run
+
+
 def pcg_jacobi(lang, row_ptr, col_idx, val, b, x0=None, tol=1e-10, max_iter=None):
     """Jacobi-preconditioned CG; returns (x, iterations, relative residual)."""
     n = check_crs(row_ptr, col_idx, val)

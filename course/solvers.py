@@ -87,10 +87,10 @@ def _pcg_jacobi_numba(row_ptr, col_idx, val, b, x, tol, max_iter):
             p[:] = z
         else:
             p[:] = z + (rho / rho_old) * p
-        for i in range(n):
+        for i in range(n):              # q = A p (unsigned indices: see sparse.matvec_numba)
             s = 0.0
-            for k in range(row_ptr[i], row_ptr[i + 1]):
-                s += val[k] * p[col_idx[k]]
+            for k in range(np.uint64(row_ptr[i]), np.uint64(row_ptr[i + 1])):
+                s += val[k] * p[np.uint64(col_idx[k])]
             q[i] = s
         alpha = rho / np.dot(p, q)
         x += alpha * p

@@ -56,12 +56,15 @@ def matvec_numpy(row_ptr, col_idx, val, x):
 
 @numba.njit(cache=True)
 def matvec_numba(row_ptr, col_idx, val, x):
+    """The loop of the C kernel. The indices are made unsigned: with signed ones Numba must allow
+    for negative (wrap-around) indices on every access, which made this loop about 1.6 times
+    slower than the C kernel on a 48^3 mesh."""
     n = row_ptr.shape[0] - 1
     y = np.empty(n)
     for i in range(n):
         s = 0.0
-        for k in range(row_ptr[i], row_ptr[i + 1]):
-            s += val[k] * x[col_idx[k]]
+        for k in range(np.uint64(row_ptr[i]), np.uint64(row_ptr[i + 1])):
+            s += val[k] * x[np.uint64(col_idx[k])]
         y[i] = s
     return y
 

@@ -41,7 +41,10 @@ def book(tmp_path_factory) -> Path:
 
 
 def test_every_page_is_there(book):
-    for page in ["book/intro.html", *LECTURE_PAGES, "exercises/01_fem1d/01_fem1d_exercise.html"]:
+    exercises = [f"exercises/{p.parent.name}/{p.stem}.html"
+                 for p in sorted((ROOT / "exercises").glob("*/*.ipynb"))]
+    assert len(exercises) == len(list((ROOT / "solutions").glob("*/*.ipynb")))
+    for page in ["book/intro.html", *LECTURE_PAGES, *exercises]:
         assert (book / page).exists(), page
 
 
