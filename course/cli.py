@@ -57,6 +57,8 @@ def _solve(args) -> int:
                                 qvol=args.qvol, qflux=args.qflux, tol=args.tol)
     elif args.problem == "fem3d":
         result = _solve_fem3d(args, problems)
+    elif args.problem == "poisson":
+        result = _solve_poisson(args, problems)
     if args.json:
         print(json.dumps(result))
     else:
@@ -94,6 +96,27 @@ def _solve_fem3d(args, problems) -> dict:
             raise RuntimeError(f"--vtk: cannot write {args.vtk}: {err.strerror}") from None
         result["vtk"] = args.vtk
     return result
+
+
+POISSON_DEFAULTS = {"nx": 32, "ny": 32, "nz": 32, "dx": 1.0, "dy": 1.0, "dz": 1.0, "tol": 1e-8}
+
+
+def _solve_poisson(args, problems) -> dict:
+    given = [name for name in POISSON_DEFAULTS if getattr(args, name) is not None]
+    if args.input is not None:
+        if given:
+            raise ValueError(f"--input cannot be used with "
+                             f"{', '.join('--' + name for name in given)} (the file sets them)")
+        values = {"input_file": args.input}
+    else:
+        values = {name: default if getattr(args, name) is None else getattr(args, name)
+                  for name, default in POISSON_DEFAULTS.items()}
+        for name in ("nx", "ny", "nz"):
+            if values[name] < 1:
+                raise ValueError(f"--{name} must be a positive number of cells, "
+                                 f"got {values[name]}")
+    return problems.poisson(version=args.version, fmt=args.format, lang=args.lang,
+                            threads=args.threads, **values)
 
 
 def _bench(args) -> int:
@@ -194,6 +217,27 @@ def parser() -> argparse.ArgumentParser:
                     help="CG tolerance, relative residual (default 1e-8)")
     s3.add_argument("--vtk", metavar="FILE", help="write the mesh and temperature (legacy VTK)")
     _common_solve_options(s3)
+
+    sp = problem.add_parser("poisson", help="3D Poisson, finite volumes, the OpenMP PCG ladder "
+                                            "v0 .. v3 (04_openmp)")
+    for axis in "xyz":
+        sp.add_argument(f"--n{axis}", type=int, help=f"cells along {axis} (default 32)")
+    for axis in "xyz":
+        sp.add_argument(f"--d{axis}", type=_positive_finite,
+                        help=f"cell size along {axis} (default 1)")
+    sp.add_argument("--input", metavar="INPUT.DAT",
+                    help="read NX NY NZ / DX DY DZ / EPSICCG from the programs' input file")
+    sp.add_argument("--version", choices=("v0", "v1", "v2", "v3"), default="v3",
+                    help="step of the ladder: v0 CRS, v1 + first touch, v2 ELL, v3 one parallel "
+                         "region per iteration (default v3; numba: v0 .. v2)")
+    sp.add_argument("--format", choices=("crs", "ell", "sell"),
+                    help="format of the SpMV timed alone (default: the version's, crs or ell)")
+    sp.add_argument("--tol", type=_positive_finite,
+                    help="CG tolerance, relative residual (default 1e-8)")
+    sp.add_argument("--lang", choices=("c", "fortran", "numba"), default="c")
+    sp.add_argument("--threads", type=int, help="OpenMP (c, fortran) or Numba threads")
+    sp.add_argument("--json", action="store_true", help="print one JSON object")
+    sp.set_defaults(run=_solve)
 
     e = sub.add_parser("bench", help="benchmark suite (timings, not tests)")
     e.add_argument("suite", choices=["fem1d", "fem3d"],

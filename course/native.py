@@ -29,6 +29,7 @@ _SOURCES = ("CMakeLists.txt", "src_c", "src_fortran")
 
 INT = np.dtype(np.int32)
 REAL = np.dtype(np.float64)
+ELL_WIDTH = 6                 # entries per row of the compiled ELL kernels (the 7-point stencil)
 _c_int, _c_double = ctypes.c_int, ctypes.c_double
 _ptr = ctypes.c_void_p
 
@@ -141,6 +142,16 @@ def _declare(lib: ctypes.CDLL) -> None:
         "stream_init": (None, [_c_int, _ptr, _ptr, _ptr]),
         "stream_copy": (None, [_c_int, _ptr, _ptr]),
         "stream_triad": (None, [_c_int, _c_double, _ptr, _ptr, _ptr]),
+        "poi_gen_crs": (None, [_c_int] * 3 + [_c_double] * 3 + [_c_int] + [_ptr] * 5),
+        "poi_gen_ell": (None, [_c_int] * 3 + [_c_double] * 3 + [_c_int] + [_ptr] * 4),
+        "pcg_v0": (_c_int, [_c_int] + [_ptr] * 6 + [_c_double, _c_int, _ptr]),
+        "pcg_v1": (_c_int, [_c_int] + [_ptr] * 6 + [_c_double, _c_int, _ptr]),
+        "pcg_v2": (_c_int, [_c_int] + [_ptr] * 5 + [_c_double, _c_int, _ptr]),
+        "pcg_v3": (_c_int, [_c_int] + [_ptr] * 5 + [_c_double, _c_int, _ptr]),
+        "offdiag_crs_matvec": (None, [_c_int] + [_ptr] * 6),
+        "ell_matvec": (None, [_c_int] + [_ptr] * 5),
+        "sell_matvec": (None, [_c_int, _c_int] + [_ptr] * 7),
+        "course_set_threads": (None, [_c_int]),
     }
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)
@@ -529,3 +540,216 @@ def stream_triad(lang, scalar, b, c, a) -> None:
     check_array(a, "a", REAL, n, writeable=True)
     scalar = check_real(scalar, "scalar")
     load(lang).stream_triad(n, scalar, _p(b), _p(c), _p(a))
+
+
+# --- lecture 04_openmp: the Poisson FVM generator, the PCG ladder, CRS/ELL/SELL products -----------
+
+def set_threads(lang, n) -> None:
+    """Threads of the OpenMP regions that the library of `lang` runs from now on
+    (omp_set_num_threads): to vary them within one process (OMP_NUM_THREADS is read only once,
+    when the library loads)."""
+    n = check_int(n, "n", minimum=1)
+    load(lang).course_set_threads(n)
+
+
+def poisson_offdiag_nnz(nx: int, ny: int, nz: int) -> int:
+    """Off-diagonal nonzeros of the 7-point stencil on an nx x ny x nz box of cells."""
+    return 2 * ((nx - 1) * ny * nz + nx * (ny - 1) * nz + nx * ny * (nz - 1))
+
+
+def _check_poisson_box(nx, ny, nz, dx, dy, dz):
+    nx, ny, nz = (check_int(v, name, minimum=1) for v, name in ((nx, "nx"), (ny, "ny"), (nz, "nz")))
+    dx, dy, dz = (check_real(v, name, positive=True) for v, name in ((dx, "dx"), (dy, "dy"),
+                                                                     (dz, "dz")))
+    n = nx * ny * nz
+    if ELL_WIDTH * n > np.iinfo(np.int32).max:
+        raise ValueError(f"nx, ny, nz = {nx}, {ny}, {nz} give {n} cells, more than 32-bit "
+                         f"indices allow")
+    return nx, ny, nz, dx, dy, dz, n
+
+
+def poi_gen_crs(lang, nx, ny, nz, dx=1.0, dy=1.0, dz=1.0, parallel=True):
+    """The finite-volume Poisson matrix of the nx x ny x nz box: (d, index, item, amat, b), the
+    diagonal, the off-diagonal part in 0-based CRS and the right-hand side."""
+    nx, ny, nz, dx, dy, dz, n = _check_poisson_box(nx, ny, nz, dx, dy, dz)
+    d, b = np.empty(n), np.empty(n)
+    index = np.empty(n + 1, dtype=INT)
+    nnz = poisson_offdiag_nnz(nx, ny, nz)
+    item, amat = np.empty(nnz, dtype=INT), np.empty(nnz)
+    load(lang).poi_gen_crs(nx, ny, nz, dx, dy, dz, int(bool(parallel)), _p(d), _p(index),
+                           _p(item), _p(amat), _p(b))
+    if lang == "fortran":           # Fortran numbers from 1
+        index -= 1
+        item -= 1
+    return d, index, item, amat, b
+
+
+def poi_gen_ell(lang, nx, ny, nz, dx=1.0, dy=1.0, dz=1.0, parallel=True):
+    """The same matrix with its off-diagonal part in ELL, 6 entries per row (padded with the row
+    itself and 0.0): (d, item_ell, amat_ell, b), 0-based."""
+    nx, ny, nz, dx, dy, dz, n = _check_poisson_box(nx, ny, nz, dx, dy, dz)
+    d, b = np.empty(n), np.empty(n)
+    item, amat = np.empty(ELL_WIDTH * n, dtype=INT), np.empty(ELL_WIDTH * n)
+    load(lang).poi_gen_ell(nx, ny, nz, dx, dy, dz, int(bool(parallel)), _p(d), _p(item),
+                           _p(amat), _p(b))
+    if lang == "fortran":
+        item -= 1
+    return d, item, amat, b
+
+
+def check_ell(d, item, val, width: int = ELL_WIDTH) -> int:
+    """Check a diagonal d (float64, n) and an off-diagonal part in ELL (item int32 and val float64
+    of width * n entries, columns in [0, n)); returns n."""
+    check_array(d, "d", REAL)
+    n = d.shape[0]
+    check_array(item, "item", INT, width * n)
+    check_array(val, "val", REAL, width * n)
+    if item.size and (item.min() < 0 or item.max() >= n):
+        raise ValueError(f"item entries must lie in [0, {n}) (0-based column indices)")
+    return n
+
+
+def check_sell(n, chunk, perm, slice_ptr, col, val) -> None:
+    """Check the arrays of an n x n SELL-C-sigma matrix with slices of `chunk` rows."""
+    n = check_int(n, "n")
+    chunk = check_int(chunk, "chunk", minimum=1)
+    check_array(perm, "perm", INT, n)
+    if n and not np.array_equal(np.sort(perm), np.arange(n)):
+        raise ValueError(f"perm must be a permutation of 0 .. {n - 1}")
+    n_slices = -(-n // chunk)
+    check_array(slice_ptr, "slice_ptr", INT, n_slices + 1)
+    total = check_array(col, "col", INT).shape[0]
+    steps = np.diff(slice_ptr)
+    if slice_ptr[0] != 0 or slice_ptr[-1] != total or np.any(steps < 0) \
+            or np.any(steps % chunk):
+        raise ValueError(f"slice_ptr must rise from 0 to len(col) = {total} in steps that are "
+                         f"multiples of chunk = {chunk}")
+    check_array(val, "val", REAL, total)
+    if total and (col.min() < 0 or col.max() >= n):
+        raise ValueError(f"col entries must lie in [0, {n}) (0-based column indices)")
+
+
+def _diagonal_and_x(d, x, n, y):
+    check_array(d, "d", REAL, n)
+    check_array(x, "x", REAL, n)
+    return np.empty(n) if y is None else check_array(y, "y", REAL, n, writeable=True)
+
+
+def _offdiag_crs_args(lang, d, index, item, amat, x, y):
+    n = check_crs(index, item, amat)
+    y = _diagonal_and_x(d, x, n, y)
+    ip, it = _index_base(lang, index, item)
+    return "offdiag_crs_matvec", (n, d, ip, it, amat, x, y), y
+
+
+def _ell_args(lang, d, item, amat, x, y):
+    n = check_ell(d, item, amat)
+    y = _diagonal_and_x(d, x, n, y)
+    (it,) = _index_base(lang, item)
+    return "ell_matvec", (n, d, it, amat, x, y), y
+
+
+def _sell_args(lang, chunk, d, perm, slice_ptr, col, val, x, y):
+    check_array(d, "d", REAL)
+    n = d.shape[0]
+    check_sell(n, chunk, perm, slice_ptr, col, val)
+    y = _diagonal_and_x(d, x, n, y)
+    pm, cl = _index_base(lang, perm, col)     # slice_ptr: offsets, not indices (no shift)
+    return "sell_matvec", (n, int(chunk), d, pm, slice_ptr, cl, val, x, y), y
+
+
+def _call(lang, name, args):
+    getattr(load(lang), name)(*(_p(a) if isinstance(a, np.ndarray) else a for a in args))
+
+
+def _prepared(lang, name, args):
+    kernel = getattr(load(lang), name)
+    converted = [_p(a) if isinstance(a, np.ndarray) else a for a in args]
+    keep = args                              # the closure keeps the arrays alive
+
+    def run() -> None:
+        kernel(*converted)
+    run.arrays = keep
+    return run
+
+
+def offdiag_crs_matvec(lang, d, index, item, amat, x, y=None) -> np.ndarray:
+    """y = d x + A_off x, A_off the off-diagonal part in CRS."""
+    name, args, y = _offdiag_crs_args(lang, d, index, item, amat, x, y)
+    _call(lang, name, args)
+    return y
+
+
+def ell_matvec(lang, d, item, amat, x, y=None) -> np.ndarray:
+    """y = d x + A_off x, A_off in ELL with 6 entries per row."""
+    name, args, y = _ell_args(lang, d, item, amat, x, y)
+    _call(lang, name, args)
+    return y
+
+
+def sell_matvec(lang, chunk, d, perm, slice_ptr, col, val, x, y=None) -> np.ndarray:
+    """y = d x + A_off x, A_off in SELL-C-sigma (slices of `chunk` rows)."""
+    name, args, y = _sell_args(lang, chunk, d, perm, slice_ptr, col, val, x, y)
+    _call(lang, name, args)
+    return y
+
+
+def offdiag_crs_matvec_prepared(lang, d, index, item, amat, x, y):
+    """offdiag_crs_matvec as a function of no arguments, checked once (for timing)."""
+    if y is None:
+        raise ValueError("y must be given (the prepared kernel writes into it)")
+    return _prepared(lang, *_offdiag_crs_args(lang, d, index, item, amat, x, y)[:2])
+
+
+def ell_matvec_prepared(lang, d, item, amat, x, y):
+    if y is None:
+        raise ValueError("y must be given (the prepared kernel writes into it)")
+    return _prepared(lang, *_ell_args(lang, d, item, amat, x, y)[:2])
+
+
+def sell_matvec_prepared(lang, chunk, d, perm, slice_ptr, col, val, x, y):
+    if y is None:
+        raise ValueError("y must be given (the prepared kernel writes into it)")
+    return _prepared(lang, *_sell_args(lang, chunk, d, perm, slice_ptr, col, val, x, y)[:2])
+
+
+LADDER = ("v0", "v1", "v2", "v3")
+_LADDER_FORMAT = {"v0": "crs", "v1": "crs", "v2": "ell", "v3": "ell"}
+
+
+def check_version(version) -> str:
+    if version not in LADDER:
+        raise ValueError(f"version must be one of {', '.join(LADDER)}; got {version!r}")
+    return version
+
+
+def pcg_ladder(lang, version, d, off, b, x0=None, tol=1e-8, max_iter=None):
+    """Diagonal-scaled CG, step `version` of the OpenMP ladder: v0/v1 take the off-diagonal part
+    in CRS, off = (index, item, amat); v2/v3 in ELL, off = (item_ell, amat_ell). Returns
+    (x, iterations, relative residual)."""
+    check_version(version)
+    if not isinstance(off, tuple):
+        raise TypeError(f"off must be a tuple of arrays, got {type(off).__name__}")
+    if _LADDER_FORMAT[version] == "crs":
+        if len(off) != 3:
+            raise ValueError(f"{version} takes the CRS off-diagonal part off = (index, item, amat)")
+        index, item, amat = off
+        n = check_crs(index, item, amat)
+        check_array(d, "d", REAL, n)
+        arrays = _index_base(lang, index, item) + [amat]
+    else:
+        if len(off) != 2:
+            raise ValueError(f"{version} takes the ELL off-diagonal part off = (item, amat)")
+        item, amat = off
+        n = check_ell(d, item, amat)
+        arrays = _index_base(lang, item) + [amat]
+    check_array(b, "b", REAL, n)
+    x = np.zeros(n) if x0 is None else check_array(x0, "x0", REAL, n).copy()
+    tol = check_real(tol, "tol", positive=True)
+    max_iter = check_int(10 * n if max_iter is None else max_iter, "max_iter")
+    relres = np.zeros(1)
+    iters = getattr(load(lang), f"pcg_{version}")(n, _p(d), *(_p(a) for a in arrays), _p(b),
+                                                  _p(x), tol, max_iter, _p(relres))
+    if iters < 0:
+        raise MemoryError(f"pcg_{version} ({lang}) could not allocate its work array (n = {n})")
+    return x, iters, float(relres[0])

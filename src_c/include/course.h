@@ -54,4 +54,47 @@ int fem3d_assemble(int n_elem, const int *restrict elements, const double *restr
 void fem3d_face_flux(int n_face, const int *restrict faces, const double *restrict xyz,
                      double qflux, double *restrict rhs);
 
+/* ---- 04_openmp (finite-volume Poisson problem, 7-point stencil; the OpenMP ladder) ---------- */
+/* Cell (i, j, k) of an NX x NY x NZ box is c = i + NX (j + NY k). The matrix is stored as its
+ * diagonal d[N] plus the OFF-DIAGONAL part only: CRS (index[N+1], item, amat; 2 ((NX-1) NY NZ +
+ * NX (NY-1) NZ + NX NY (NZ-1)) entries) or ELL (item_ell, amat_ell: 6 per row, row-major, short
+ * rows padded with the row's own column and 0.0). parallel != 0: loops over cells are
+ * `omp parallel for schedule(static)` (first touch); parallel == 0: serial. */
+void poi_gen_crs(int nx, int ny, int nz, double dx, double dy, double dz, int parallel,
+                 double *restrict d, int *restrict index, int *restrict item,
+                 double *restrict amat, double *restrict b);
+void poi_gen_ell(int nx, int ny, int nz, double dx, double dy, double dz, int parallel,
+                 double *restrict d, int *restrict item_ell, double *restrict amat_ell,
+                 double *restrict b);
+/* Diagonal-scaled CG, stops when ||r|| / ||b|| <= eps; returns the iterations (*relres the final
+ * relative residual), -1 if its work array cannot be allocated. x: initial guess on entry.
+ * v0: CRS, serial first touch; v1: CRS, parallel first touch; v2: ELL; v3: ELL, one parallel
+ * region. */
+int pcg_v0(int n, const double *restrict d, const int *restrict index, const int *restrict item,
+           const double *restrict amat, const double *restrict b, double *restrict x,
+           double eps, int max_iter, double *restrict relres);
+int pcg_v1(int n, const double *restrict d, const int *restrict index, const int *restrict item,
+           const double *restrict amat, const double *restrict b, double *restrict x,
+           double eps, int max_iter, double *restrict relres);
+int pcg_v2(int n, const double *restrict d, const int *restrict item_ell,
+           const double *restrict amat_ell, const double *restrict b, double *restrict x,
+           double eps, int max_iter, double *restrict relres);
+int pcg_v3(int n, const double *restrict d, const int *restrict item_ell,
+           const double *restrict amat_ell, const double *restrict b, double *restrict x,
+           double eps, int max_iter, double *restrict relres);
+/* y = (D + off-diagonal part) x */
+void offdiag_crs_matvec(int n, const double *restrict d, const int *restrict index,
+                        const int *restrict item, const double *restrict amat,
+                        const double *restrict x, double *restrict y);
+void ell_matvec(int n, const double *restrict d, const int *restrict item_ell,
+                const double *restrict amat_ell, const double *restrict x, double *restrict y);
+/* SELL-C-sigma with C = chunk: perm[s] = original row of sorted row s; slice k of C sorted rows
+ * holds col/val[slice_ptr[k] .. slice_ptr[k+1]-1], column-major (entry j of its row r at
+ * slice_ptr[k] + j C + r), padded with value 0 (rows past n in the last slice too). */
+void sell_matvec(int n, int chunk, const double *restrict d, const int *restrict perm,
+                 const int *restrict slice_ptr, const int *restrict col,
+                 const double *restrict val, const double *restrict x, double *restrict y);
+/* omp_set_num_threads(n): the threads of the next parallel regions */
+void course_set_threads(int n);
+
 #endif
