@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Callable
@@ -11,7 +13,7 @@ import numpy as np
 import scipy.sparse.linalg
 from tqdm.auto import tqdm
 
-from . import fem, mesh, native, problems, solvers, sparse, toolchain
+from . import fem, fvm, mesh, native, problems, solvers, sparse, toolchain
 from .langs import LANGS
 
 
@@ -209,7 +211,268 @@ def summary_fem3d(results: dict) -> str:
     return "\n".join(lines)
 
 
-SUITES = {"fem1d": (bench_fem1d, plot_fem1d), "fem3d": (bench_fem3d, plot_fem3d)}
+# --- 04_openmp: storage formats and the PCG ladder over a thread sweep --------------------------
+
+def spmv_timing(problem, fmt: str, lang: str, repeat: int = 5) -> dict:
+    """Best of `repeat` of one y = D x + A_off x of the course.fvm Poisson `problem`, its
+    off-diagonal part in `fmt` (crs, ell, sell), the arguments checked once beforehand (the
+    compiled kernel alone, or the Numba function called directly): GFLOP/s (2 per nonzero,
+    diagonal included) and GB/s (fvm.spmv_bytes, padding included)."""
+    n, d = problem.n, problem.d
+    x = np.random.default_rng(n).standard_normal(n)
+    y = np.empty(n)
+    n_slices = 0
+    if fmt == "crs":
+        a = problem.off_crs()
+        if lang == "numba":
+            run = lambda: sparse.offdiag_matvec_numba(d, a.row_ptr, a.col_idx, a.val, x)  # noqa
+        else:
+            run = native.offdiag_crs_matvec_prepared(lang, d, a.row_ptr, a.col_idx, a.val, x, y)
+    elif fmt == "ell":
+        a = problem.off_ell()
+        if lang == "numba":
+            run = lambda: sparse.ell_matvec_numba(d, a.width, a.item, a.val, x)  # noqa: E731
+        else:
+            run = native.ell_matvec_prepared(lang, d, a.item, a.val, x, y)
+    else:
+        a = sparse.SELL.from_crs(problem.off_crs(), problems.SELL_CHUNK, problems.SELL_SIGMA)
+        n_slices = a.n_slices
+        if lang == "numba":
+            run = lambda: sparse.sell_matvec_numba(d, a.chunk, a.perm, a.slice_ptr,  # noqa
+                                                   a.col, a.val, x)
+        else:
+            run = native.sell_matvec_prepared(lang, a.chunk, d, a.perm, a.slice_ptr, a.col,
+                                              a.val, x, y)
+    run()                                                  # warm-up (JIT, pages)
+    seconds = best_of(run, repeat)
+    return {"spmv_seconds": seconds, "gflops": 2 * problem.nnz / seconds / 1e9,
+            "bandwidth_gbs": fvm.spmv_bytes(fmt, n, a.nnz, n_slices) / seconds / 1e9,
+            "stored_entries": int(a.nnz)}
+
+
+OPENMP_LANGS = ("c", "fortran", "numba")
+
+# Seed 004 (REFERENCES.md): A64FX, 48 cores in 4 NUMA nodes of 12, Fortran, 128^3 cells, seconds of
+# the solve (best of 5): v0 and v1 from 12 to 48 threads, the efficiency at 48 threads against 12
+# as the source reports it, and the ladder at 48 threads (Fortran, C in clang mode).
+A64FX_FIRST_TOUCH = {"threads": [12, 24, 36, 48], "v0": [5.27, 2.78, 1.95, 1.60],
+                     "v1": [5.26, 2.70, 1.86, 1.44], "efficiency_48": {"v0": 0.824, "v1": 0.912}}
+A64FX_LADDER = {"v0": (1.671, 1.564), "v1": (1.480, 1.122), "v2": (0.747, 0.809),
+                "v3": (0.707, 0.834)}
+
+NUMA_COMMANDS = """\
+# on a node with several NUMA nodes (lscpu: "NUMA node(s)" > 1), one thread per core:
+export OMP_PLACES=cores OMP_PROC_BIND=spread
+numactl --localalloc python -m course bench openmp --json local.json       # first touch decides
+numactl --interleave=all python -m course bench openmp --json spread.json  # pages dealt round
+OMP_NUM_THREADS=48 build/native/release/bin/solf INPUT.DAT v0              # then v1, v2, v3"""
+
+
+def set_threads(lang: str, threads: int) -> None:
+    """Threads of the next parallel regions of `lang`: OpenMP (c, fortran) or Numba."""
+    if lang == "numba":
+        import numba
+        numba.set_num_threads(threads)
+    else:
+        native.set_threads(lang, threads)
+
+
+def default_threads(lang: str) -> int:
+    """The threads `lang` starts with (OMP_NUM_THREADS or the cores; NUMBA_NUM_THREADS)."""
+    if lang == "numba":
+        import numba
+        return numba.config.NUMBA_NUM_THREADS
+    return problems.threads_for(lang)
+
+
+def topology() -> dict:
+    """What the thread sweep ran on: cores, sockets, NUMA nodes, CPU model and L3 (lscpu), and the
+    OpenMP placement variables."""
+    info = {"cores": os.cpu_count(), "sockets": toolchain.sockets(),
+            "numa_nodes": toolchain.numa_nodes(), "model": None, "l3_cache": None,
+            "OMP_PLACES": os.environ.get("OMP_PLACES"),
+            "OMP_PROC_BIND": os.environ.get("OMP_PROC_BIND")}
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return info
+    for line in text.splitlines():
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key == "Model name":
+            info["model"] = value
+        elif key == "L3 cache":
+            info["l3_cache"] = value
+    return info
+
+
+def numa_note(topo: dict) -> str:
+    """What this machine can show of first touch, and how to see it on a cluster node."""
+    if topo["numa_nodes"] > 1:
+        return (f"{topo['numa_nodes']} NUMA nodes: compare v1 (first touch) with v0 at the "
+                "largest thread counts.")
+    eff = A64FX_FIRST_TOUCH["efficiency_48"]
+    return ("One NUMA node: every page is as near to every core as any other, so first touch "
+            "(v1) cannot beat v0 here. On A64FX (4 NUMA nodes of 12 cores) the parallel "
+            f"efficiency at 48 threads (against 12) rose from {eff['v0']:.1%} (v0) to "
+            f"{eff['v1']:.1%} (v1) (seed 004). To see it on a cluster node:\n{NUMA_COMMANDS}")
+
+
+def _check_openmp_args(sizes, langs, threads):
+    if len(sizes) != 1:
+        raise ValueError(f"bench openmp takes one size (n of the n^3 cells), got {list(sizes)}")
+    n = native.check_int(sizes[0], "size", minimum=2)
+    bad = [lang for lang in langs if lang not in OPENMP_LANGS]
+    if bad:
+        raise ValueError(f"bench openmp measures {', '.join(OPENMP_LANGS)}, not {', '.join(bad)}")
+    threads = list(threads) if threads else list(range(1, (os.cpu_count() or 1) + 1))
+    for t in threads:
+        native.check_int(t, "threads", minimum=1)
+    if "numba" in langs and max(threads) > default_threads("numba"):
+        raise ValueError(f"numba runs at most {default_threads('numba')} threads "
+                         f"(NUMBA_NUM_THREADS); the sweep asks for {max(threads)}")
+    return n, threads
+
+
+def bench_openmp(sizes=(128,), langs=OPENMP_LANGS, threads=None, repeat=5, iterations=20,
+                 stream_n=2**24, progress: bool = True) -> dict:
+    """The OpenMP PCG ladder on the course.fvm Poisson problem of n^3 cells, over a thread sweep
+    (default 1 .. cores).
+
+    At every thread count: the STREAM copy and triad of the C kernels; per language and ladder
+    version the PCG seconds per iteration (a run of `iterations`, the matrix generated again at
+    that thread count so that first touch follows the threads); per language the SpMV alone in
+    CRS, ELL and SELL-C-sigma, its bandwidth and its fraction of the STREAM triad at the same
+    thread count. Best of `repeat` everywhere; speedups relative to the first thread count."""
+    n, threads = _check_openmp_args(sizes, langs, threads)
+    configs = [(lang, v) for lang in langs for v in native.LADDER
+               if lang in solvers.LADDER_LANGS[v]]
+    results = {"suite": "openmp", "repeat": repeat, "sizes": [n], "iterations": iterations,
+               "threads": threads, "topology": topology(),
+               "machine": {k: v for k, v in toolchain.report().items() if k != "problems"},
+               "stream": [], "ladder": [], "spmv": []}
+    results["numa_note"] = numa_note(results["topology"])
+    bar = tqdm(total=len(threads) * (1 + len(configs) + len(langs)), desc="bench openmp",
+               unit="run", disable=not progress)
+    try:
+        for t in threads:
+            for lang in {*langs, "c"}:
+                set_threads(lang, t)
+            results["stream"].append({**stream(stream_n, repeat), "threads": t})
+            bar.update()
+            for lang, version in configs:
+                results["ladder"].append(_ladder_run(n, lang, version, t, repeat, iterations))
+                bar.update()
+            for lang in langs:
+                problem = fvm.poisson(n, n, n, lang=lang, fmt="crs")
+                for fmt in problems.SPMV_FORMATS:
+                    run = spmv_timing(problem, fmt, lang, repeat)
+                    run.update(threads=t, lang=lang, format=fmt, fraction_of_stream=(
+                        run["bandwidth_gbs"] / results["stream"][-1]["triad_gbs"]))
+                    results["spmv"].append(run)
+                bar.update()
+    finally:
+        bar.close()
+        for lang in {*langs, "c"}:
+            set_threads(lang, default_threads(lang))
+    _add_ladder_ratios(results)
+    return results
+
+
+def _ladder_run(n, lang, version, threads, repeat, iterations) -> dict:
+    """PCG seconds per iteration of one ladder step, the matrix generated at `threads`."""
+    fmt = "crs" if version in ("v0", "v1") else "ell"
+    problem = fvm.poisson(n, n, n, lang=lang, fmt=fmt, parallel=version != "v0")
+
+    def pcg():
+        return solvers.pcg_ladder(problem, version, lang, tol=1e-300, max_iter=iterations)
+    pcg()                                                  # warm-up (JIT, work array pages)
+    return {"threads": threads, "lang": lang, "version": version, "format": fmt,
+            "unknowns": problem.n, "seconds_per_iteration": best_of(pcg, repeat) / iterations}
+
+
+def _add_ladder_ratios(results: dict) -> None:
+    """Speedup and efficiency against the first thread count, per language and version."""
+    first = results["threads"][0]
+    base = {(r["lang"], r["version"]): r["seconds_per_iteration"]
+            for r in results["ladder"] if r["threads"] == first}
+    for r in results["ladder"]:
+        r["speedup"] = base[r["lang"], r["version"]] / r["seconds_per_iteration"]
+        r["efficiency"] = r["speedup"] * first / r["threads"]
+
+
+def summary_openmp(results: dict) -> str:
+    topo, top = results["topology"], results["threads"][-1]
+    st = {s["threads"]: s for s in results["stream"]}
+    langs = list(dict.fromkeys(r["lang"] for r in results["ladder"]))
+    lines = [f"{topo['model'] or 'CPU'}: {topo['cores']} cores, {topo['sockets']} socket(s), "
+             f"{topo['numa_nodes']} NUMA node(s); OMP_PLACES={topo['OMP_PLACES']}, "
+             f"OMP_PROC_BIND={topo['OMP_PROC_BIND']}",
+             f"Poisson {results['sizes'][0]}^3 cells; STREAM triad GB/s by threads: "
+             + ", ".join(f"{t}: {s['triad_gbs']:.1f}" for t, s in st.items()),
+             "", f"PCG ms per iteration (speedup vs {results['threads'][0]} thread(s)) "
+             f"at {top} threads:",
+             f"{'lang':>8} " + " ".join(f"{v:>14}" for v in native.LADDER)]
+    ladder = {(r["lang"], r["version"]): r for r in results["ladder"] if r["threads"] == top}
+    for lang in langs:
+        cells = [f"{1e3 * r['seconds_per_iteration']:7.2f} ({r['speedup']:.2f}x)"
+                 if (r := ladder.get((lang, v))) else "-" for v in native.LADDER]
+        lines.append(f"{lang:>8} " + " ".join(f"{c:>14}" for c in cells))
+    lines += ["", f"SpMV alone at {top} threads: GB/s (fraction of STREAM triad)",
+              f"{'lang':>8} " + " ".join(f"{f:>14}" for f in problems.SPMV_FORMATS)]
+    spmv = {(r["lang"], r["format"]): r for r in results["spmv"] if r["threads"] == top}
+    for lang in langs:
+        lines.append(f"{lang:>8} " + " ".join(
+            f"{spmv[lang, f]['bandwidth_gbs']:7.1f} ({spmv[lang, f]['fraction_of_stream']:4.0%})"
+            for f in problems.SPMV_FORMATS))
+    def seconds(lang, version):
+        return ladder[lang, version]["seconds_per_iteration"]
+    lines.append("")
+    for lang in langs:
+        lines.append(f"{lang}: v2 takes {seconds(lang, 'v2') / seconds(lang, 'v0'):.2f} of the "
+                     f"time of v0")
+    if {"c", "fortran"} <= set(langs):
+        lines.append("C / Fortran time per iteration: " + ", ".join(
+            f"{v} {seconds('c', v) / seconds('fortran', v):.2f}" for v in native.LADDER))
+    return "\n".join(lines + ["", results["numa_note"]])
+
+
+def plot_openmp(results: dict, path: str | Path | None = None):
+    """Speedup of every ladder step against the threads; the SpMV bandwidth of every format
+    against the STREAM triad of the same thread count (the memory roof)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    threads = results["threads"]
+    styles = {"c": "-", "fortran": "--", "numba": ":"}
+    colours = dict(zip(native.LADDER, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    for (lang, version) in dict.fromkeys((r["lang"], r["version"]) for r in results["ladder"]):
+        runs = [r for r in results["ladder"] if (r["lang"], r["version"]) == (lang, version)]
+        axes[0].plot([r["threads"] for r in runs], [r["speedup"] for r in runs], "o",
+                     ls=styles[lang], color=colours[version], label=f"{version} {lang}")
+    axes[0].plot(threads, [t / threads[0] for t in threads], "k-", lw=0.8, label="ideal")
+    fmt_colours = dict(zip(problems.SPMV_FORMATS, ("C0", "C1", "C2")))
+    for (lang, fmt) in dict.fromkeys((r["lang"], r["format"]) for r in results["spmv"]):
+        runs = [r for r in results["spmv"] if (r["lang"], r["format"]) == (lang, fmt)]
+        axes[1].plot([r["threads"] for r in runs], [r["bandwidth_gbs"] for r in runs], "o",
+                     ls=styles[lang], color=fmt_colours[fmt], label=f"{fmt} {lang}")
+    axes[1].plot(threads, [s["triad_gbs"] for s in results["stream"]], "ks-",
+                 label="STREAM triad")
+    n = results["sizes"][0]
+    axes[0].set(xlabel="threads", ylabel="speedup (time per PCG iteration)",
+                title=f"the PCG ladder, {n}^3 cells")
+    axes[1].set(xlabel="threads", ylabel="GB/s (least traffic model)", ylim=(0, None),
+                title="SpMV bandwidth against STREAM")
+    for ax in axes:
+        ax.set_xticks(threads)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+    if path:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+SUITES = {"fem1d": (bench_fem1d, plot_fem1d), "fem3d": (bench_fem3d, plot_fem3d),
+          "openmp": (bench_openmp, plot_openmp)}
 
 
 def run_suite(name: str, json_path: str | None, plot_path: str | None, **kwargs) -> dict:
@@ -225,6 +488,8 @@ def run_suite(name: str, json_path: str | None, plot_path: str | None, **kwargs)
 def summary_table(results: dict) -> str:
     if results["suite"] == "fem3d":
         return summary_fem3d(results)
+    if results["suite"] == "openmp":
+        return summary_openmp(results)
     lines = [f"{'n_elem':>9} {'lang':>8} {'assemble s':>11} {'solve s':>10} {'iters':>6} "
              f"{'asm vs numpy':>12} {'solve vs scipy':>14}"]
     for r in results["runs"]:

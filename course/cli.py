@@ -127,6 +127,10 @@ def _bench(args) -> int:
         kwargs["sizes"] = args.sizes
     if args.langs:
         kwargs["langs"] = args.langs
+    if args.threads:
+        if args.suite != "openmp":
+            raise ValueError("--threads is for the openmp suite (its thread sweep)")
+        kwargs["threads"] = args.threads
     results = bench.run_suite(args.suite, args.json, args.plot, **kwargs)
     print(bench.summary_table(results))
     if args.json:
@@ -240,13 +244,17 @@ def parser() -> argparse.ArgumentParser:
     sp.set_defaults(run=_solve)
 
     e = sub.add_parser("bench", help="benchmark suite (timings, not tests)")
-    e.add_argument("suite", choices=["fem1d", "fem3d"],
+    e.add_argument("suite", choices=["fem1d", "fem3d", "openmp"],
                    help="fem1d: assembly and CG per language; fem3d: assembly, PCG per iteration "
-                        "and the SpMV against STREAM, on n^3 cubes")
+                        "and the SpMV against STREAM, on n^3 cubes; openmp: the PCG ladder and "
+                        "the SpMV formats over a thread sweep, on n^3 cells (default 64)")
     e.add_argument("--json", metavar="FILE", help="write the results as JSON")
     e.add_argument("--plot", metavar="FILE", help="write a plot (PNG, SVG, PDF)")
     e.add_argument("--sizes", type=_positive(int), nargs="+",
-                   help="problem sizes (fem1d: elements; fem3d: n of the n^3 mesh)")
+                   help="problem sizes (fem1d: elements; fem3d: n of the n^3 mesh; openmp: "
+                        "one n)")
+    e.add_argument("--threads", type=_positive(int), nargs="+",
+                   help="openmp: the thread counts of the sweep (default 1 .. cores)")
     e.add_argument("--langs", choices=LANGS, nargs="+", help="languages (default: all)")
     e.add_argument("--repeat", type=_positive(int), default=5, help="best of N (default 5)")
     e.set_defaults(run=_bench)

@@ -5,16 +5,26 @@ segmentation fault or an endless loop in learner code fails that one check with 
 instead of killing the notebook's kernel (and with it the grading of every later cell).
 
     check_crs_matvec("crs_matvec.c", "c")              # raises AssertionError if it is wrong
+
+OpenMP kernels (lecture 04_openmp) are compiled with -fopenmp and run in the child process with a
+given number of threads (OMP_NUM_THREADS in the child's environment), several times if asked.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
+import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +38,12 @@ _SUFFIX = {"c": ".c", "fortran": ".f90"}
 _CACHE = Path(tempfile.gettempdir()) / "course-exercise-builds"
 
 
-def compile_kernel(source: str | Path, lang: str, link_course: bool = False) -> Path:
+def compile_kernel(source: str | Path, lang: str, link_course: bool = False,
+                   openmp: bool = False) -> Path:
     """Compile the learner's source file into a shared library; return its path. With
     link_course, the learner's code may call the kernels of the course library (libcourse_c or
-    libcourse_fortran, e.g. fem3d_element).
+    libcourse_fortran, e.g. fem3d_element). With openmp, the compiler obeys the OpenMP directives
+    (-fopenmp, for gcc and gfortran alike); without, they are ignored.
 
     Raises AssertionError with the compiler's messages if it does not compile."""
     if lang not in _COMPILER:
@@ -50,15 +62,17 @@ def compile_kernel(source: str | Path, lang: str, link_course: bool = False) -> 
         native.ensure_built("release")
         lib_dir = native.build_dir("release") / "lib"
         link = [f"-L{lib_dir}", f"-lcourse_{lang}", f"-Wl,-rpath,{lib_dir}"]
+    omp = ["-fopenmp"] if openmp else []
     text = source.read_bytes()
-    digest = hashlib.sha1(text + lang.encode() + " ".join(link).encode()).hexdigest()[:16]
+    digest = hashlib.sha1(text + lang.encode() + " ".join(link).encode()
+                          + "".join(f" {flag}" for flag in omp).encode()).hexdigest()[:16]
     lib = _CACHE / f"{source.stem}-{digest}.so"
     if lib.exists():
         return lib
     _CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:     # Fortran writes .mod files into the cwd
         tmp_lib = Path(tmp) / lib.name
-        result = subprocess.run([compiler, *flags, "-O2", "-Wall", "-fPIC", "-shared",
+        result = subprocess.run([compiler, *flags, *omp, "-O2", "-Wall", "-fPIC", "-shared",
                                  str(source.resolve()), "-o", str(tmp_lib), *link],
                                 capture_output=True, text=True, cwd=tmp, timeout=120)
         if result.returncode != 0:
@@ -67,32 +81,91 @@ def compile_kernel(source: str | Path, lang: str, link_course: bool = False) -> 
     return lib
 
 
-def call_isolated(lib: Path, function: str, args: list, returns_int: bool = False,
-                  timeout: float = 10.0) -> tuple[int | None, list[np.ndarray]]:
-    """Call `function(*args)` of the library `lib` in a child process (see _child below).
+@dataclass
+class Run:
+    """One call made by run_isolated: the function's int result (or None), the arrays as the
+    function left them (None for those not kept) and the seconds the call took."""
+    result: int | None
+    arrays: list
+    seconds: float
 
-    Python ints become C ints, floats C doubles, NumPy arrays pointers to their data. Returns the
-    function's int result (or None) and the arrays as the function left them."""
+
+def run_isolated(lib: Path, function: str, args: list, returns_int: bool = False,
+                 timeout: float = 10.0, threads: int | None = None, repeat: int = 1,
+                 keep=None, env: dict | None = None) -> list[Run]:
+    """Call `function(*args)` of the library `lib` `repeat` times in ONE child process, each time
+    on fresh copies of the arguments; returns one Run per call.
+
+    Python ints become C ints, floats C doubles, NumPy arrays pointers to their data. threads:
+    OMP_NUM_THREADS of the child (the OpenMP threads of the learner's parallel regions); None
+    keeps the caller's environment. env: more variables for the child's environment. keep: the
+    positions of the arrays to send back (default: all). A call that crashes, or runs past
+    `timeout` seconds (all calls together), raises AssertionError naming the call."""
+    if repeat < 1:
+        raise ValueError(f"repeat must be at least 1, got {repeat}")
+    extra = {**(env or {}), **({} if threads is None else {"OMP_NUM_THREADS": str(int(threads))})}
+    env = {**os.environ, **{k: str(v) for k, v in extra.items()}} if extra else None
+    with_threads = "" if threads is None else f" with OMP_NUM_THREADS={int(threads)}"
+    keep = range(len(args)) if keep is None else [int(i) for i in keep]
     with tempfile.TemporaryDirectory() as tmp:
         args_path, out_path = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
         np.savez(args_path, *[np.asarray(a) for a in args])
+        command = [sys.executable, "-c", _child_program(), str(lib), function, str(args_path),
+                   str(out_path), str(int(returns_int)), str(repeat), ",".join(map(str, keep))]
         try:
-            result = subprocess.run([sys.executable, "-m", "course.exercise", str(lib), function,
-                                     str(args_path), str(out_path), str(int(returns_int))],
-                                    capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"{function} did not finish within {timeout:g} s "
-                                 "(an endless loop?)") from None
+            result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                    env=env)
+        except subprocess.TimeoutExpired as err:
+            where = _which_run(err.stderr, repeat)
+            raise AssertionError(f"{function}{with_threads} did not finish within {timeout:g} s"
+                                 f"{where} (an endless loop? threads waiting for each other at "
+                                 "different barriers?)") from None
         if result.returncode < 0:
             name = signal.Signals(-result.returncode).name
-            raise AssertionError(f"{function} crashed with {name}"
+            raise AssertionError(f"{function}{with_threads} crashed with {name}"
+                                 f"{_which_run(result.stderr, repeat)}"
                                  + (" (segmentation fault: an index out of bounds?)"
                                     if name == "SIGSEGV" else ""))
         if result.returncode != 0:
             raise AssertionError(f"{function} could not be called:\n{result.stderr.strip()}")
         with np.load(out_path) as out:
-            arrays = [out[f"arr_{i}"] for i in range(len(args))]
-            return (int(out["result"]) if returns_int else None), arrays
+            return [Run(int(out[f"result{k}"]) if returns_int else None,
+                        [out[f"run{k}_{i}"] if f"run{k}_{i}" in out.files else None
+                         for i in range(len(args))],
+                        float(out[f"seconds{k}"]))
+                    for k in range(repeat)]
+
+
+def _which_run(stderr, repeat: int) -> str:
+    """' in run k of n', from the last progress line the child wrote before it died."""
+    if repeat == 1 or not stderr:
+        return ""
+    text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
+    started = re.findall(r"^course\.exercise: run (\d+)$", text, re.M)
+    return f" in run {started[-1]} of {repeat}" if started else ""
+
+
+def call_isolated(lib: Path, function: str, args: list, returns_int: bool = False,
+                  timeout: float = 10.0, threads: int | None = None
+                  ) -> tuple[int | None, list[np.ndarray]]:
+    """Call `function(*args)` of the library `lib` in a child process (see _child below).
+
+    Python ints become C ints, floats C doubles, NumPy arrays pointers to their data. Returns the
+    function's int result (or None) and the arrays as the function left them. threads: the
+    OMP_NUM_THREADS of the child (None: the caller's environment)."""
+    run = run_isolated(lib, function, args, returns_int=returns_int, timeout=timeout,
+                       threads=threads)[0]
+    return run.result, run.arrays
+
+
+def course_library(lang: str) -> Path:
+    """The path of the course's own kernel library of `lang` (built first if needed), to call
+    its kernels with run_isolated, e.g. to time them beside the learner's."""
+    if lang not in _COMPILER:
+        raise ValueError(f"lang must be 'c' or 'fortran', not {lang!r}")
+    variant = native.default_variant()
+    native.ensure_built(variant)
+    return native.build_dir(variant) / "lib" / native._LIBRARY[lang]
 
 
 def random_crs(n: int, density: float, seed: int):
@@ -181,20 +254,202 @@ def check_fem3d_assemble(source: str | Path, lang: str, seeds=(1,), sizes=((1, 1
                           "inverted, expected -2 = -(1 + 1)")
 
 
-def _child(lib: str, function: str, args_path: str, out_path: str, returns_int: str) -> None:
-    """Runs in the child process: load the arguments, call the function, save what it left."""
+# --- lecture 04_openmp: the ELL product and a CG in one parallel region, with several threads ---
+
+ELL_WIDTH = native.ELL_WIDTH
+# Threads that wait at a barrier sleep instead of spinning: with more threads than free cores (a
+# busy grading machine, 8 threads on 2 cores) spinning threads hold the cores that the threads
+# they wait for need, and a CG of a few hundred barriers takes seconds instead of milliseconds.
+PASSIVE = {"OMP_WAIT_POLICY": "passive"}
+
+
+def random_ell(n: int, seed: int, width: int = ELL_WIDTH):
+    """A random off-diagonal part in ELL (course.sparse.ELL: `width` entries per row, short rows
+    padded with the row's own index and 0.0), rows of every length from 0 to width (empty ones
+    included, as far as n allows), a positive diagonal d and a random vector x."""
+    from .sparse import CRS, ELL
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, width + 1, n)
+    lengths[: min(n, 2)] = [0, width][: min(n, 2)]       # an empty and a full row, always
+    lengths = np.minimum(lengths, n - 1)
+    cols = [np.sort(rng.choice(np.delete(np.arange(n), i), size=m, replace=False))
+            for i, m in enumerate(lengths)]
+    row_ptr = np.zeros(n + 1, dtype=INT)
+    np.cumsum(lengths, out=row_ptr[1:])
+    col_idx = np.concatenate(cols + [np.zeros(0)]).astype(INT)
+    off = ELL.from_crs(CRS(row_ptr, col_idx, rng.uniform(-1.0, 1.0, col_idx.size)), width)
+    return rng.uniform(1.0, 3.0, n), off.item, off.val, rng.standard_normal(n)
+
+
+def _ell_cases(seeds, sizes, poisson):
+    """(label, d, item, amat, x) of the random matrices and the Poisson problems."""
+    from . import fvm
+
+    cases = []
+    for seed in seeds:
+        for n in sizes:
+            cases.append((f"a random {n} x {n} matrix with rows of 0 to 6 off-diagonal entries "
+                          f"(seed {seed})", *random_ell(n, seed)))
+    for k, size in enumerate(poisson):
+        problem = fvm.poisson(*size, fmt="ell")
+        x = np.random.default_rng(1000 + k).standard_normal(problem.n)
+        cases.append((f"the Poisson matrix of {' x '.join(map(str, size[:3]))} cells",
+                      problem.d, problem.off.item, problem.off.val, x))
+    return cases
+
+
+def uses_openmp(lib: Path) -> bool:
+    """Whether the compiled library opens an OpenMP parallel region (calls libgomp's
+    GOMP_parallel*: what `omp parallel`, `omp parallel for` and `omp parallel do` compile to)."""
+    return b"GOMP_parallel" in Path(lib).read_bytes()
+
+
+def check_ell_matvec(source: str | Path, lang: str, seeds=(1, 2), sizes=(1, 7, 60),
+                     poisson=((4, 3, 2),), threads=(1, 2, 3, 4), timeout: float = 10.0) -> None:
+    """Check the learner's ell_matvec (signature of src_c/include/course.h: y = D x + A_off x,
+    A_off in ELL with 6 entries per row, C 0-based, Fortran 1-based) compiled with OpenMP, run
+    with each number of threads, against D x + SciPy on random matrices and Poisson matrices;
+    and that it opens a parallel region. Raises AssertionError naming the first case that fails.
+
+    All the matrices go to the kernel at once, as the diagonal blocks of one matrix (one child
+    process per thread count); a wrong row is traced back to its matrix."""
+    lib = compile_kernel(source, lang, openmp=True)
+    cases = _ell_cases(seeds, sizes, poisson)
+    starts = np.cumsum([0] + [c[1].size for c in cases])
+    n = int(starts[-1])
+    d = np.concatenate([c[1] for c in cases])
+    item = np.concatenate([c[2] + start for c, start in zip(cases, starts)]).astype(INT)
+    amat = np.concatenate([c[3] for c in cases])
+    x = np.concatenate([c[4] for c in cases])
+    rows = np.repeat(np.arange(n), ELL_WIDTH)
+    expected = d * x + scipy.sparse.csr_matrix((amat, (rows, item)), shape=(n, n)) @ x
+    base = 1 if lang == "fortran" else 0                # Fortran kernels take 1-based indices
+    y = np.full(n, np.nan)          # a kernel that writes nothing cannot pass by luck
+    passed = []
+    for t in threads:
+        (run,) = run_isolated(lib, "ell_matvec", [n, d, item + base, amat, x, y],
+                              threads=t, timeout=timeout, keep=[5], env=PASSIVE)
+        got = run.arrays[5]
+        wrong = ~np.isclose(got, expected, rtol=1e-12, atol=1e-12)
+        if wrong.any():
+            row = int(np.argmax(wrong))
+            k = int(np.searchsorted(starts, row, side="right")) - 1
+            hint = ""
+            if passed:
+                hint = (f" (it is right with OMP_NUM_THREADS={passed[0]}: look for a variable that "
+                        "all threads share but each should have its own (private), or rows "
+                        "that no thread computes)")
+            local = f"row {row - starts[k] + base}" + (" (1-based)" if base else "")
+            raise AssertionError(
+                f"ell_matvec with OMP_NUM_THREADS={t} is wrong for {cases[k][0]}: {local} gives "
+                f"{float(got[row])!r}, expected {float(expected[row])!r}{hint}")
+        passed.append(t)
+    if not uses_openmp(lib):
+        raise AssertionError("ell_matvec gives the right y but runs on one thread only: share the "
+                             "rows among the threads with `#pragma omp parallel for` (C) or "
+                             "`!$omp parallel do` (Fortran)")
+
+
+def _poisson_size(size) -> tuple:
+    """(nx, ny, nz) or (nx, ny, nz, dx, dy, dz) -> (nx, ny, nz, dx, dy, dz); unit cells if not
+    given."""
+    size = tuple(size)
+    if len(size) == 3:
+        return size + (1.0, 1.0, 1.0)
+    if len(size) == 6:
+        return size
+    raise ValueError(f"a size is (nx, ny, nz) or (nx, ny, nz, dx, dy, dz), got {size!r}")
+
+
+def check_race_free_cg(source: str | Path, sizes=((6, 5, 4),), threads=(1, 2, 3, 4, 8),
+                       repeat: int = 10, eps: float = 1e-8, timeout: float = 20.0) -> None:
+    """Check the learner's cg_single_region (the signature of pcg_v3 in src_c/include/course.h,
+    in C, 0-based), compiled with OpenMP, on Poisson problems: with each number of threads,
+    `repeat` runs in one child process must all take as many iterations as the course's
+    pcg_ladder v3 and give its solution (rtol 1e-10) with a relative residual <= eps; with 1 and
+    2 threads the runs must agree bit for bit (a race-free CG with static schedules and
+    reductions does). Raises AssertionError naming the problem, the threads and the run."""
+    from . import fvm, solvers
+
+    lib = compile_kernel(source, "c", openmp=True)
+    for size in sizes:
+        nx, ny, nz, dx, dy, dz = _poisson_size(size)
+        problem = fvm.poisson(nx, ny, nz, dx, dy, dz, fmt="ell")
+        n = problem.n
+        ref = solvers.pcg_ladder(problem, "v3", "c", tol=eps)
+        max_iter = 10 * n
+        args = [n, problem.d, problem.off.item, problem.off.val, problem.b, np.zeros(n), eps,
+                max_iter, np.zeros(1)]
+        what = f"the Poisson problem on {nx} x {ny} x {nz} cells"
+        if (dx, dy, dz) != (1.0, 1.0, 1.0):
+            what += f" of size {dx:g} x {dy:g} x {dz:g}"
+        for t in threads:
+            runs = run_isolated(lib, "cg_single_region", args, returns_int=True,
+                                timeout=timeout, threads=t, repeat=repeat, keep=[5, 8],
+                                env=PASSIVE)
+            for k, run in enumerate(runs):
+                case = f"{what} with OMP_NUM_THREADS={t}, run {k + 1} of {repeat}"
+                x, relres = run.arrays[5], float(run.arrays[8][0])
+                if run.result != ref.iterations:
+                    raise AssertionError(
+                        f"cg_single_region returned {run.result} iterations for {case}; the "
+                        f"course's pcg_v3 needs {ref.iterations} (relative residual "
+                        f"{relres:.3g})")
+                if not np.all(np.isfinite(x)) or \
+                        np.linalg.norm(x - ref.x) > 1e-10 * np.linalg.norm(ref.x):
+                    worst = int(np.nanargmax(np.abs(x - ref.x))) if np.isfinite(x).any() else 0
+                    raise AssertionError(
+                        f"cg_single_region gives a different solution for {case}: x[{worst}] = "
+                        f"{float(x[worst])!r}, pcg_v3 gives {float(ref.x[worst])!r}")
+                if not relres <= eps or not np.isclose(relres, ref.relative_residual,
+                                                       rtol=1e-4, atol=0.0):
+                    raise AssertionError(
+                        f"cg_single_region reports the relative residual {relres!r} for {case}; "
+                        f"pcg_v3 reaches {float(ref.relative_residual)!r} (tolerance {eps:g})")
+                if t <= 2 and k > 0 and (run.result != runs[0].result or
+                                         x.tobytes() != runs[0].arrays[5].tobytes() or
+                                         relres != float(runs[0].arrays[8][0])):
+                    raise AssertionError(
+                        f"cg_single_region gives a different result in {case} than in run 1 "
+                        f"(largest difference in x: {np.max(np.abs(x - runs[0].arrays[5])):.3g}): "
+                        f"with {t} thread(s) a race-free version repeats itself bit for bit")
+
+
+def _child(lib: str, function: str, args_path: str, out_path: str, returns_int: str,
+           repeat: str = "1", keep: str | None = None) -> None:
+    """Runs in the child process: load the arguments, call the function `repeat` times (each on
+    fresh copies of the arguments), save what each call left in the arrays listed in keep."""
     import ctypes
 
     with np.load(args_path) as saved:
-        args = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+        loaded = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    keep = range(len(loaded)) if keep is None else [int(i) for i in keep.split(",") if i]
     fn = getattr(ctypes.CDLL(lib), function)
     fn.restype = ctypes.c_int if returns_int == "1" else None
     fn.argtypes = [ctypes.c_int if a.ndim == 0 and a.dtype.kind == "i" else
-                   ctypes.c_double if a.ndim == 0 else ctypes.c_void_p for a in args]
-    values = [a.item() if a.ndim == 0 else a.ctypes.data_as(ctypes.c_void_p) for a in args]
-    result = fn(*values)
-    np.savez(out_path, *args, result=result if result is not None else 0)
+                   ctypes.c_double if a.ndim == 0 else ctypes.c_void_p for a in loaded]
+    out = {}
+    for k in range(int(repeat)):
+        args = [a.copy() for a in loaded]
+        values = [a.item() if a.ndim == 0 else a.ctypes.data_as(ctypes.c_void_p) for a in args]
+        sys.stderr.write(f"course.exercise: run {k + 1}\n")
+        sys.stderr.flush()
+        start = time.perf_counter()
+        result = fn(*values)
+        out[f"seconds{k}"] = time.perf_counter() - start
+        out[f"result{k}"] = result if result is not None else 0
+        out.update({f"run{k}_{i}": args[i] for i in keep})
+    np.savez(out_path, **out)
+
+
+@functools.cache
+def _child_program() -> str:
+    """_child as a program of its own (`python -c`): it imports NumPy only, not the course
+    package with SciPy and Numba, and so starts in a fraction of the time."""
+    return ("import sys, time\nimport numpy as np\n\n"
+            + textwrap.dedent(inspect.getsource(_child)) + "\n_child(*sys.argv[1:8])\n")
 
 
 if __name__ == "__main__":
-    _child(*sys.argv[1:6])
+    _child(*sys.argv[1:8])

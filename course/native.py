@@ -152,6 +152,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         "ell_matvec": (None, [_c_int] + [_ptr] * 5),
         "sell_matvec": (None, [_c_int, _c_int] + [_ptr] * 7),
         "course_set_threads": (None, [_c_int]),
+        "dot_racy": (_c_double, [_c_int, _ptr, _ptr]),
+        "dot_reduction": (_c_double, [_c_int, _ptr, _ptr]),
+        "scalar_race": (None, [_c_int, _ptr, _ptr, _c_int, _ptr]),
     }
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)
@@ -753,3 +756,40 @@ def pcg_ladder(lang, version, d, off, b, x0=None, tol=1e-8, max_iter=None):
     if iters < 0:
         raise MemoryError(f"pcg_{version} ({lang}) could not allocate its work array (n = {n})")
     return x, iters, float(relres[0])
+
+
+# --- lecture 04_openmp, part c: data races on purpose --------------------------------------------
+
+def _dot_vectors(a, b) -> int:
+    """The common length of the float64 vectors a and b (both checked)."""
+    check_array(a, "a", REAL)
+    n = a.shape[0]
+    check_array(b, "b", REAL, n)
+    if n > np.iinfo(np.int32).max:
+        raise ValueError("a is longer than 32-bit indices allow")
+    return n
+
+
+def dot_racy(lang, a, b) -> float:
+    """a . b by a loop with a DATA RACE (on purpose, for the lecture): the threads add into one
+    shared sum without a reduction, so with more than one thread the result may be wrong, and
+    differ from call to call."""
+    n = _dot_vectors(a, b)
+    return float(load(lang).dot_racy(n, _p(a), _p(b)))
+
+
+def dot_reduction(lang, a, b) -> float:
+    """a . b by the same loop with an OpenMP reduction (correct)."""
+    n = _dot_vectors(a, b)
+    return float(load(lang).dot_reduction(n, _p(a), _p(b)))
+
+
+def scalar_race(lang, a, b, rounds=1000) -> np.ndarray:
+    """a . b computed `rounds` times in one parallel region in which every thread zeroes the
+    shared sum before the reduction loop (a DATA RACE, on purpose): the array of the rounds'
+    results, of which some may be wrong with more than one thread."""
+    n = _dot_vectors(a, b)
+    rounds = check_int(rounds, "rounds", minimum=1)
+    out = np.empty(rounds)
+    load(lang).scalar_race(n, _p(a), _p(b), rounds, _p(out))
+    return out

@@ -11,7 +11,7 @@ import time
 import numba
 import numpy as np
 
-from . import fem, fvm, mesh, native, solvers, sparse
+from . import fem, fvm, mesh, native, solvers
 from .langs import check_lang
 
 
@@ -134,54 +134,6 @@ SPMV_FORMATS = ("crs", "ell", "sell")
 SELL_CHUNK, SELL_SIGMA = 8, 64          # SELL-C-sigma of the benchmark: C = 8, sigma = 64
 
 
-def _best_of(fn, repeat: int = 5) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
-def _spmv_timing(problem, fmt: str, lang: str, repeat: int = 5) -> dict:
-    """Best of `repeat` of one y = D x + A_off x in `fmt`, the arguments checked once beforehand
-    (the compiled kernel alone, or the Numba function called directly): GFLOP/s (2 per stored
-    nonzero, diagonal included) and GB/s (fvm.spmv_bytes)."""
-    n = problem.n
-    x = np.random.default_rng(n).standard_normal(n)
-    y = np.empty(n)
-    d = problem.d
-    n_slices = 0
-    if fmt == "crs":
-        a = problem.off_crs()
-        stored = a.nnz
-        if lang == "numba":
-            run = lambda: sparse.offdiag_matvec_numba(d, a.row_ptr, a.col_idx, a.val, x)  # noqa
-        else:
-            run = native.offdiag_crs_matvec_prepared(lang, d, a.row_ptr, a.col_idx, a.val, x, y)
-    elif fmt == "ell":
-        a = problem.off_ell()
-        stored = a.nnz
-        if lang == "numba":
-            run = lambda: sparse.ell_matvec_numba(d, a.width, a.item, a.val, x)  # noqa: E731
-        else:
-            run = native.ell_matvec_prepared(lang, d, a.item, a.val, x, y)
-    else:
-        a = sparse.SELL.from_crs(problem.off_crs(), SELL_CHUNK, SELL_SIGMA)
-        stored, n_slices = a.nnz, a.n_slices
-        if lang == "numba":
-            run = lambda: sparse.sell_matvec_numba(d, a.chunk, a.perm, a.slice_ptr,  # noqa
-                                                   a.col, a.val, x)
-        else:
-            run = native.sell_matvec_prepared(lang, a.chunk, d, a.perm, a.slice_ptr, a.col,
-                                              a.val, x, y)
-    run()                                                  # warm-up (JIT, pages)
-    seconds = _best_of(run, repeat)
-    return {"spmv_seconds": seconds, "gflops": 2 * problem.nnz / seconds / 1e9,
-            "bandwidth_gbs": fvm.spmv_bytes(fmt, n, stored, n_slices) / seconds / 1e9,
-            "stored_entries": int(stored)}
-
-
 def poisson(nx: int = 32, ny: int = 32, nz: int = 32, version: str = "v3", fmt: str | None = None,
             lang: str = "c", threads: int | None = None, tol: float = 1e-8,
             input_file=None, dx: float = 1.0, dy: float = 1.0, dz: float = 1.0,
@@ -226,7 +178,9 @@ def poisson(nx: int = 32, ny: int = 32, nz: int = 32, version: str = "v3", fmt: 
     t1 = time.perf_counter()
     result = solvers.pcg_ladder(problem, version, lang, tol=tol, max_iter=10 * problem.n)
     t2 = time.perf_counter()
-    spmv = _spmv_timing(problem, fmt, lang)
+    from .bench import spmv_timing          # (bench imports this module)
+
+    spmv = spmv_timing(problem, fmt, lang)
     imax = int(np.argmax(result.x))
     out = {
         "problem": "poisson", "lang": lang, "unknowns": problem.n, "nnz": problem.nnz,

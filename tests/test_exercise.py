@@ -3,6 +3,9 @@ crashing, an endless or a non-compiling kernel each becomes a clear AssertionErr
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -90,3 +93,190 @@ int axpy(int n, double a, const double *x, double *y)
     assert result == 5
     np.testing.assert_array_equal(arrays[3], 1.0 + 0.5 * x)
     np.testing.assert_array_equal(y, np.ones(4))        # the caller's arrays are not touched
+
+
+# --- lecture 04_openmp: OpenMP kernels, several threads, repeated runs ----------------------------
+
+SOLUTION_04 = (Path(__file__).resolve().parent.parent / "solutions" / "04_openmp"
+               / "04_openmp_exercise.ipynb")
+
+
+def notebook_file(grade_id: str) -> str:
+    """The file that the %%writefile cell `grade_id` of the 04_openmp solution notebook writes."""
+    import nbformat
+
+    nb = nbformat.read(SOLUTION_04, as_version=4)
+    cell = next(c for c in nb.cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    first, rest = cell.source.split("\n", 1)
+    assert first.startswith("%%writefile"), first
+    return rest + "\n"
+
+
+THREADS_C = """
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+int threads(double *count)
+{
+    count[0] += 1.0;                       /* a fresh copy in every run: always 1 */
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return -1;
+#endif
+}
+"""
+
+
+def test_openmp_is_a_compile_option_and_threads_reach_the_child(tmp_path):
+    source = write(tmp_path, "threads.c", THREADS_C)
+    serial = exercise.compile_kernel(source, "c")
+    parallel = exercise.compile_kernel(source, "c", openmp=True)
+    assert serial != parallel, "the cache must tell the OpenMP build from the plain one"
+    assert exercise.call_isolated(serial, "threads", [np.zeros(1)], returns_int=True,
+                                  threads=3)[0] == -1
+    assert not exercise.uses_openmp(serial)
+    for t in (1, 3):
+        assert exercise.call_isolated(parallel, "threads", [np.zeros(1)], returns_int=True,
+                                      threads=t)[0] == t
+
+
+def test_run_isolated_repeats_on_fresh_copies_and_keeps_what_is_asked(tmp_path):
+    lib = exercise.compile_kernel(write(tmp_path, "threads.c", THREADS_C), "c", openmp=True)
+    runs = exercise.run_isolated(lib, "threads", [np.zeros(1)], returns_int=True, threads=2,
+                                 repeat=4, env={"OMP_WAIT_POLICY": "passive"})
+    assert [r.result for r in runs] == [2] * 4
+    assert [r.arrays[0][0] for r in runs] == [1.0] * 4
+    assert all(r.seconds >= 0.0 for r in runs)
+    (run,) = exercise.run_isolated(lib, "threads", [np.zeros(1)], returns_int=True, keep=[])
+    assert run.arrays == [None]
+
+
+def test_a_crash_in_a_repeated_run_names_the_run(tmp_path):
+    source = write(tmp_path, "third.c", """
+void third(double *calls)
+{
+    static int count = 0;
+    if (++count == 3)
+        *(volatile double *)0 = calls[0];
+}
+""")
+    lib = exercise.compile_kernel(source, "c")
+    with pytest.raises(AssertionError, match="SIGSEGV in run 3 of 5"):
+        exercise.run_isolated(lib, "third", [np.zeros(1)], repeat=5)
+
+
+def test_random_ell_has_rows_of_every_length_and_the_course_padding():
+    d, item, amat, x = exercise.random_ell(200, seed=5)
+    item, amat = item.reshape(200, 6), amat.reshape(200, 6)
+    real = (item != np.arange(200)[:, None]) | (amat != 0.0)
+    assert set(real.sum(axis=1)) == set(range(7))
+    assert np.all(d > 0) and x.shape == (200,)
+    assert exercise.random_ell(1, seed=5)[1].tolist() == [0] * 6
+
+
+ELL_C = """
+void ell_matvec(int n, const double *d, const int *item_ell, const double *amat_ell,
+                const double *x, double *y)
+{
+#pragma omp parallel for
+    for (int i = 0; i < %s; i++) {
+        double s = %s;
+        for (int m = 0; m < 6; m++)
+            s += amat_ell[6 * i + m] * x[item_ell[6 * i + m]]%s;
+        y[i] = s;
+    }
+}
+"""
+ELL_C_OK = ("n", "d[i] * x[i]", "")
+
+# rows split by hand: with 2 threads on 7 rows, the last row belongs to no thread
+ELL_C_SPLIT = """
+#include <omp.h>
+void ell_matvec(int n, const double *d, const int *item_ell, const double *amat_ell,
+                const double *x, double *y)
+{
+#pragma omp parallel
+    {
+        const int chunk = n / omp_get_num_threads(), first = chunk * omp_get_thread_num();
+        for (int i = first; i < first + chunk; i++) {
+            double s = d[i] * x[i];
+            for (int m = 0; m < 6; m++)
+                s += amat_ell[6 * i + m] * x[item_ell[6 * i + m]];
+            y[i] = s;
+        }
+    }
+}
+"""
+
+
+def test_the_solution_ell_kernels_pass(tmp_path):
+    for lang, grade_id, suffix in (("c", "ell_matvec_c", ".c"),
+                                   ("fortran", "ell_matvec_fortran", ".f90")):
+        exercise.check_ell_matvec(write(tmp_path, f"ell_matvec{suffix}", notebook_file(grade_id)),
+                                  lang)
+
+
+@pytest.mark.parametrize("source, message", [
+    (ELL_C % ("n - 1", "d[i] * x[i]", ""), "OMP_NUM_THREADS=1 is wrong .* row 6 gives nan"),
+    (ELL_C % ("n", "0.0", ""), "OMP_NUM_THREADS=1 is wrong"),                 # no diagonal
+    (ELL_C % ("n", "d[i] * x[i]", " * (item_ell[6 * i + m] != 0)"),           # column 0 skipped
+     "OMP_NUM_THREADS=1 is wrong"),
+    (ELL_C_SPLIT, "OMP_NUM_THREADS=2 is wrong .* right with OMP_NUM_THREADS=1"),
+    ((ELL_C % ELL_C_OK).replace("#pragma omp parallel for", ""), "runs on one thread only"),
+    ((ELL_C % ELL_C_OK).replace("y[i] = s;", "y[i] = s;  for (volatile int k = 1; k; ) {}"),
+     "did not finish"),
+])
+def test_a_wrong_ell_kernel_fails_with_a_clear_message(tmp_path, source, message):
+    with pytest.raises(AssertionError, match=message):
+        exercise.check_ell_matvec(write(tmp_path, "ell.c", source), "c", seeds=(1,),
+                                  sizes=(7,), poisson=(), timeout=3.0)
+
+
+def test_a_fortran_ell_kernel_that_misses_the_sixth_entry_fails(tmp_path):
+    source = notebook_file("ell_matvec_fortran").replace("do m = 1, 6", "do m = 1, 5")
+    with pytest.raises(AssertionError, match=r"is wrong for .* \(1-based\)"):
+        exercise.check_ell_matvec(write(tmp_path, "ell.f90", source), "fortran")
+
+
+def test_the_course_library_can_be_called_in_a_child():
+    d, item, amat, x = exercise.random_ell(30, seed=2)
+    _, arrays = exercise.call_isolated(exercise.course_library("c"), "ell_matvec",
+                                       [30, d, item, amat, x, np.zeros(30)], threads=2)
+    expected = d * x + (amat.reshape(30, 6) * x[item.reshape(30, 6)]).sum(axis=1)
+    np.testing.assert_allclose(arrays[5], expected, rtol=1e-12)
+
+
+def test_the_solution_cg_passes(tmp_path):
+    exercise.check_race_free_cg(write(tmp_path, "cg.c", notebook_file("cg_fixed")),
+                                sizes=((6, 5, 4), (5, 4, 3, 0.5, 1.0, 2.0)), repeat=4)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("beta = iter == 0 ? 0.0 : rho / rho_old;", "beta = 0.0;",           # steepest descent
+     "returned [0-9]+ iterations .* OMP_NUM_THREADS=1, run 1 of 3; the course's pcg_v3 needs"),
+    ("return iter;", "return iter + 1;", "returned [0-9]+ iterations"),
+    ("alpha = rho / pq;", "alpha = rho / pq;\n                for (volatile int s = 1; s; ) {}",
+     "did not finish within 3 s"),
+    ("*relres = res;", "*relres = res;\n    static int calls = 0;\n    x[0] += 1e-14 * ++calls;",
+     "different result in .* OMP_NUM_THREADS=1, run 2 of 3 than in run 1"),
+])
+def test_a_wrong_cg_fails_with_a_clear_message(tmp_path, old, new, message):
+    source = notebook_file("cg_fixed")
+    assert old in source
+    with pytest.raises(AssertionError, match=message):
+        exercise.check_race_free_cg(write(tmp_path, "cg.c", source.replace(old, new)),
+                                    threads=(1, 2), repeat=3, timeout=3.0)
+
+
+def test_the_racy_cg_is_right_with_one_thread_and_any_failure_names_the_threads(tmp_path):
+    """The racy CG given to learners is the right algorithm on one thread. With more, a race may
+    or may not strike in a given run (it does on most machines, not on all): when the check
+    fails, it must say with how many threads."""
+    racy = write(tmp_path, "cg_racy.c", notebook_file("cg_racy"))
+    exercise.check_race_free_cg(racy, threads=(1,), repeat=3)
+    try:
+        exercise.check_race_free_cg(racy, threads=(2, 4, 8), repeat=10, timeout=5.0)
+    except AssertionError as err:
+        assert re.search(r"OMP_NUM_THREADS=[248]", str(err)), str(err)

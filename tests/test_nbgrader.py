@@ -123,6 +123,13 @@ EXERCISES = {
                      "rhs[node[a]] += fe[a];\n            *(volatile double *)0 = fe[a];",
                      "test_fem3d_assemble"),
     },
+    "04_openmp": {
+        "points": {"test_crs_to_ell": 3, "test_ell_matvec": 4, "test_race_free_cg": 3},
+        "endless_loop": ("crs_to_ell", "for i in range(n):",
+                         "while True:\n        pass\n    for i in range(n):", "test_crs_to_ell"),
+        "segfault": ("ell_matvec_c", "y[i] = s;", "y[i] = s;\n        *(volatile double *)0 = s;",
+                     "test_ell_matvec"),
+    },
 }
 
 

@@ -2,8 +2,8 @@
 
 The `sanitize` variant of the build compiles src_c/ and src_fortran/ with
 -fsanitize=address,undefined. The kernel tests (every test marked `compiled` in test_fem1d.py,
-test_native.py and test_fem3d.py) run again in a subprocess whose Python loads that variant
-(COURSE_NATIVE_VARIANT=sanitize) with the sanitizer runtimes preloaded. First we prove that the
+test_native.py, test_fem3d.py, test_openmp.py and test_race.py) run again in a subprocess whose
+Python loads that variant (COURSE_NATIVE_VARIANT=sanitize) with the sanitizer runtimes preloaded. First we prove that the
 sanitizer is live at all, and in the library as Python loads it.
 """
 
@@ -123,7 +123,7 @@ print("NOT DETECTED", y[-1])
 
 def test_kernel_tests_pass_under_sanitizers(sanitize_build, sanitizer_env):
     kernel_tests = ["tests/test_fem1d.py", "tests/test_native.py", "tests/test_fem3d.py",
-                    "tests/test_fem3d_programs.py"]
+                    "tests/test_fem3d_programs.py", "tests/test_openmp.py", "tests/test_race.py"]
     cmd = [PYTHON, "-m", "pytest", *kernel_tests, "-m", "compiled", "-q", "-p", "no:cacheprovider",
            "-o", "addopts=", "--timeout=600"]
     result = run(cmd, cwd=ROOT, env=sanitizer_env, timeout=800)

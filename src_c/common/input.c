@@ -84,12 +84,14 @@ void input_reals(input_file *in, int count, double *values, const char *what)
     for (int i = 0; i < count; i++) {
         if (!next_token(&cursor, tok, sizeof tok))
             input_fail(in, "expected %d real number(s) (%s), found %d", count, what, i);
-        for (char *c = tok; *c; c++)      /* accept Fortran's 1.0d-8; reject inf, nan, hex */
+        char num[128];                    /* a copy: the message quotes tok as written */
+        strcpy(num, tok);
+        for (char *c = num; *c; c++)      /* accept Fortran's 1.0d-8; reject inf, nan, hex */
             if (*c == 'd' || *c == 'D')
                 *c = 'e';
         char *end;
         errno = 0;
-        double v = strtod(tok, &end);
+        double v = strtod(num, &end);
         if (*end != '\0' || errno != 0 || !isfinite(v) || strpbrk(tok, "xX") != NULL)
             input_fail(in, "expected a real number (%s), got '%s'", what, tok);
         values[i] = v;

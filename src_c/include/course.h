@@ -97,4 +97,14 @@ void sell_matvec(int n, int chunk, const double *restrict d, const int *restrict
 /* omp_set_num_threads(n): the threads of the next parallel regions */
 void course_set_threads(int n);
 
+/* ---- 04_openmp/race.c (data races ON PURPOSE, for the lecture; see the comments there) ------- */
+/* a . b with a race: every thread adds into one shared sum without a reduction (WRONG). */
+double dot_racy(int n, const double *restrict a, const double *restrict b);
+/* a . b with `reduction(+ : s)` (correct). */
+double dot_reduction(int n, const double *restrict a, const double *restrict b);
+/* out[k] = a . b for k < rounds, in one parallel region where every thread zeroes the shared
+ * sum before the reduction, with no `omp single` (WRONG). */
+void scalar_race(int n, const double *restrict a, const double *restrict b, int rounds,
+                 double *restrict out);
+
 #endif

@@ -36,7 +36,7 @@ program solf
     call read_arguments()
     version = -1
     do v = 0, 3
-        if (name == VERSIONS(v)) version = v
+        if (len(name) == len(VERSIONS(v)) .and. name == VERSIONS(v)) version = v  ! no blank padding
     end do
     if (version < 0) then
         write(error_unit, '(a)') "solf: unknown version '" // name // &
