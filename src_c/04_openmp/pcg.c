@@ -19,15 +19,6 @@
 #include <stdlib.h>
 #include "course.h"
 
-static double dot(int n, const double *restrict a, const double *restrict b)
-{
-    double s = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : s)
-    for (int i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
-
 /* [pcg_v0] */
 int pcg_v0(int n, const double *restrict d, const int *restrict index, const int *restrict item,
            const double *restrict amat, const double *restrict b, double *restrict x,
@@ -44,22 +35,22 @@ int pcg_v0(int n, const double *restrict d, const int *restrict index, const int
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
         r[i] = b[i] - q[i];
-    double bnorm = sqrt(dot(n, b, b));
+    double bnorm = sqrt(dot_reduction(n, b, b));
     if (bnorm == 0.0)
         bnorm = 1.0;
-    double res = sqrt(dot(n, r, r)) / bnorm, rho_old = 1.0;
+    double res = sqrt(dot_reduction(n, r, r)) / bnorm, rho_old = 1.0;
     int iter = 0;
     while (res > eps && iter < max_iter) {
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < n; i++)                             /* z = D^-1 r */
             z[i] = r[i] / d[i];
-        const double rho = dot(n, r, z);
+        const double rho = dot_reduction(n, r, z);
         const double beta = iter == 0 ? 0.0 : rho / rho_old;
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < n; i++)                             /* p = z + beta p (p = 0 at first) */
             p[i] = z[i] + beta * p[i];
         offdiag_crs_matvec(n, d, index, item, amat, p, q);      /* q = A p */
-        const double alpha = rho / dot(n, p, q);
+        const double alpha = rho / dot_reduction(n, p, q);
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < n; i++) {
             x[i] += alpha * p[i];
@@ -67,7 +58,7 @@ int pcg_v0(int n, const double *restrict d, const int *restrict index, const int
         }
         rho_old = rho;
         iter++;
-        res = sqrt(dot(n, r, r)) / bnorm;
+        res = sqrt(dot_reduction(n, r, r)) / bnorm;
     }
     *relres = res;
     free(w);
@@ -92,22 +83,22 @@ int pcg_v1(int n, const double *restrict d, const int *restrict index, const int
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
         r[i] = b[i] - q[i];
-    double bnorm = sqrt(dot(n, b, b));
+    double bnorm = sqrt(dot_reduction(n, b, b));
     if (bnorm == 0.0)
         bnorm = 1.0;
-    double res = sqrt(dot(n, r, r)) / bnorm, rho_old = 1.0;
+    double res = sqrt(dot_reduction(n, r, r)) / bnorm, rho_old = 1.0;
     int iter = 0;
     while (res > eps && iter < max_iter) {
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < n; i++)                             /* z = D^-1 r */
             z[i] = r[i] / d[i];
-        const double rho = dot(n, r, z);
+        const double rho = dot_reduction(n, r, z);
         const double beta = iter == 0 ? 0.0 : rho / rho_old;
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < n; i++)                             /* p = z + beta p (p = 0 at first) */
             p[i] = z[i] + beta * p[i];
         offdiag_crs_matvec(n, d, index, item, amat, p, q);      /* q = A p */
-        const double alpha = rho / dot(n, p, q);
+        const double alpha = rho / dot_reduction(n, p, q);
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < n; i++) {
             x[i] += alpha * p[i];
@@ -115,7 +106,7 @@ int pcg_v1(int n, const double *restrict d, const int *restrict index, const int
         }
         rho_old = rho;
         iter++;
-        res = sqrt(dot(n, r, r)) / bnorm;
+        res = sqrt(dot_reduction(n, r, r)) / bnorm;
     }
     *relres = res;
     free(w);
@@ -140,22 +131,22 @@ int pcg_v2(int n, const double *restrict d, const int *restrict item_ell,
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
         r[i] = b[i] - q[i];
-    double bnorm = sqrt(dot(n, b, b));
+    double bnorm = sqrt(dot_reduction(n, b, b));
     if (bnorm == 0.0)
         bnorm = 1.0;
-    double res = sqrt(dot(n, r, r)) / bnorm, rho_old = 1.0;
+    double res = sqrt(dot_reduction(n, r, r)) / bnorm, rho_old = 1.0;
     int iter = 0;
     while (res > eps && iter < max_iter) {
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < n; i++)                             /* z = D^-1 r */
             z[i] = r[i] / d[i];
-        const double rho = dot(n, r, z);
+        const double rho = dot_reduction(n, r, z);
         const double beta = iter == 0 ? 0.0 : rho / rho_old;
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < n; i++)                             /* p = z + beta p (p = 0 at first) */
             p[i] = z[i] + beta * p[i];
         ell_matvec(n, d, item_ell, amat_ell, p, q);             /* q = A p */
-        const double alpha = rho / dot(n, p, q);
+        const double alpha = rho / dot_reduction(n, p, q);
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < n; i++) {
             x[i] += alpha * p[i];
@@ -163,7 +154,7 @@ int pcg_v2(int n, const double *restrict d, const int *restrict item_ell,
         }
         rho_old = rho;
         iter++;
-        res = sqrt(dot(n, r, r)) / bnorm;
+        res = sqrt(dot_reduction(n, r, r)) / bnorm;
     }
     *relres = res;
     free(w);

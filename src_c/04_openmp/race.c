@@ -2,10 +2,12 @@
  * threads update one shared variable without a reduction or an `omp single`.
  *
  *   dot_racy       WRONG ON PURPOSE: `omp parallel for` adding into a shared s, no reduction.
- *   dot_reduction  the same loop with `reduction(+ : s)`: the correct version.
  *   scalar_race    WRONG ON PURPOSE: one parallel region computing a dot product `rounds` times;
  *                  every thread zeroes the shared s before each reduction loop, with no
  *                  `omp single` (the pattern of the printed v3 of the seed course).
+ *
+ * The correct loop, with `reduction(+ : s)`, is dot_reduction in common/cg.c: every CG of
+ * the course uses it.
  *
  * A race does not show on every run: how often these kernels go wrong depends on the machine, the
  * threads, the length of the vectors and luck. With one thread they are all correct. */
@@ -23,19 +25,6 @@ double dot_racy(int n, const double *restrict a, const double *restrict b)
     return s;
 }
 /* [dot_racy] */
-
-/* [dot_reduction]
- * Correct: every thread sums its share into a private copy of s (starting from 0); at the end of
- * the loop the runtime adds the private copies into the shared s, one thread at a time. */
-double dot_reduction(int n, const double *restrict a, const double *restrict b)
-{
-    double s = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : s)
-    for (int i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
-/* [dot_reduction] */
 
 /* [scalar_race]
  * WRONG ON PURPOSE: out[k] should be a . b for every round k. The reduction itself is correct, but

@@ -4,14 +4,19 @@
 #include <stdlib.h>
 #include "course.h"
 
-static double dot(int n, const double *restrict a, const double *restrict b)
+/* [dot_reduction]
+ * a . b, correct with any number of threads: every thread sums its share into a private copy of s
+ * (starting from 0); at the end of the loop the runtime adds the private copies into the shared s,
+ * one thread at a time. The dot product of every CG in the course. */
+double dot_reduction(int n, const double *restrict a, const double *restrict b)
 {
     double s = 0.0;
-#pragma omp parallel for reduction(+ : s) schedule(static)
+#pragma omp parallel for schedule(static) reduction(+ : s)
     for (int i = 0; i < n; i++)
         s += a[i] * b[i];
     return s;
 }
+/* [dot_reduction] */
 
 /* [pcg_jacobi]
  * Returns the number of iterations; *relres is the final ||r|| / ||b||. x holds the initial guess
@@ -36,29 +41,29 @@ int pcg_jacobi(int n, const int *restrict row_ptr, const int *restrict col_idx,
     crs_matvec(n, row_ptr, col_idx, val, x, q);          /* r = b - A x */
     for (int i = 0; i < n; i++)
         r[i] = b[i] - q[i];
-    double bnorm = sqrt(dot(n, b, b));
+    double bnorm = sqrt(dot_reduction(n, b, b));
     if (bnorm == 0.0)
         bnorm = 1.0;
 
     double rho_old = 1.0;
     int iter = 0;
-    *relres = sqrt(dot(n, r, r)) / bnorm;
+    *relres = sqrt(dot_reduction(n, r, r)) / bnorm;
     while (*relres > tol && iter < max_iter) {
         for (int i = 0; i < n; i++)                      /* z = M^-1 r */
             z[i] = dinv[i] * r[i];
-        double rho = dot(n, r, z);
+        double rho = dot_reduction(n, r, z);
         double beta = (iter == 0) ? 0.0 : rho / rho_old;
         for (int i = 0; i < n; i++)                      /* p = z + beta p (p = z at first) */
             p[i] = (iter == 0) ? z[i] : z[i] + beta * p[i];
         crs_matvec(n, row_ptr, col_idx, val, p, q);      /* q = A p */
-        double alpha = rho / dot(n, p, q);
+        double alpha = rho / dot_reduction(n, p, q);
         for (int i = 0; i < n; i++) {
             x[i] += alpha * p[i];
             r[i] -= alpha * q[i];
         }
         rho_old = rho;
         iter++;
-        *relres = sqrt(dot(n, r, r)) / bnorm;
+        *relres = sqrt(dot_reduction(n, r, r)) / bnorm;
     }
     free(work);
     return iter;

@@ -29,6 +29,8 @@ void stream_triad(int n, double scalar, const double *restrict b, const double *
                   double *restrict a);
 
 /* ---- common/cg.c --------------------------------------------------------------------------- */
+/* a . b with `reduction(+ : s)`: the dot product of every CG in the course */
+double dot_reduction(int n, const double *restrict a, const double *restrict b);
 int pcg_jacobi(int n, const int *restrict row_ptr, const int *restrict col_idx,
                const double *restrict val, const double *restrict b, double *restrict x,
                double tol, int max_iter, double *restrict relres);
@@ -100,8 +102,6 @@ void course_set_threads(int n);
 /* ---- 04_openmp/race.c (data races ON PURPOSE, for the lecture; see the comments there) ------- */
 /* a . b with a race: every thread adds into one shared sum without a reduction (WRONG). */
 double dot_racy(int n, const double *restrict a, const double *restrict b);
-/* a . b with `reduction(+ : s)` (correct). */
-double dot_reduction(int n, const double *restrict a, const double *restrict b);
 /* out[k] = a . b for k < rounds, in one parallel region where every thread zeroes the shared
  * sum before the reduction, with no `omp single` (WRONG). */
 void scalar_race(int n, const double *restrict a, const double *restrict b, int rounds,

@@ -20,28 +20,12 @@
 module course_pcg_ladder
     use, intrinsic :: iso_c_binding, only: c_int, c_double
     use course_spmv, only: offdiag_crs_matvec, ell_matvec
+    use course_cg, only: dot_reduction
     implicit none
     private
     public :: pcg_v0, pcg_v1, pcg_v2, pcg_v3
 
 contains
-
-! dot product a . b, the partial sums of the threads added up by an OpenMP reduction
-function dot(n, a, b) result(res)
-    integer(c_int), intent(in) :: n
-    real(c_double), intent(in) :: a(n), b(n)
-    real(c_double) :: res
-    real(c_double) :: s
-    integer(c_int) :: i
-
-    s = 0.0_c_double
-    !$omp parallel do schedule(static) reduction(+ : s)
-    do i = 1, n
-        s = s + a(i) * b(i)
-    end do
-    !$omp end parallel do
-    res = s
-end function dot
 
 ! [pcg_v0]
 function pcg_v0(n, d, index, item, amat, b, x, eps, max_iter, relres) result(iter) &
@@ -80,9 +64,9 @@ function pcg_v0(n, d, index, item, amat, b, x, eps, max_iter, relres) result(ite
         r(i) = b(i) - q(i)
     end do
     !$omp end parallel do
-    bnorm = sqrt(dot(n, b, b))
+    bnorm = sqrt(dot_reduction(n, b, b))
     if (bnorm <= 0.0_c_double) bnorm = 1.0_c_double      ! b = 0: the residual itself
-    res = sqrt(dot(n, r, r)) / bnorm
+    res = sqrt(dot_reduction(n, r, r)) / bnorm
     rho_old = 1.0_c_double
     iter = 0
     do while (res > eps .and. iter < max_iter)
@@ -91,7 +75,7 @@ function pcg_v0(n, d, index, item, amat, b, x, eps, max_iter, relres) result(ite
             z(i) = r(i) / d(i)
         end do
         !$omp end parallel do
-        rho = dot(n, r, z)
+        rho = dot_reduction(n, r, z)
         if (iter == 0) then
             beta = 0.0_c_double
         else
@@ -103,7 +87,7 @@ function pcg_v0(n, d, index, item, amat, b, x, eps, max_iter, relres) result(ite
         end do
         !$omp end parallel do
         call offdiag_crs_matvec(n, d, index, item, amat, p, q)   ! q = A p
-        alpha = rho / dot(n, p, q)
+        alpha = rho / dot_reduction(n, p, q)
         !$omp parallel do schedule(static)
         do i = 1, n
             x(i) = x(i) + alpha * p(i)
@@ -112,7 +96,7 @@ function pcg_v0(n, d, index, item, amat, b, x, eps, max_iter, relres) result(ite
         !$omp end parallel do
         rho_old = rho
         iter = iter + 1
-        res = sqrt(dot(n, r, r)) / bnorm
+        res = sqrt(dot_reduction(n, r, r)) / bnorm
     end do
     relres = res
     ! w is deallocated automatically on return
@@ -158,9 +142,9 @@ function pcg_v1(n, d, index, item, amat, b, x, eps, max_iter, relres) result(ite
         r(i) = b(i) - q(i)
     end do
     !$omp end parallel do
-    bnorm = sqrt(dot(n, b, b))
+    bnorm = sqrt(dot_reduction(n, b, b))
     if (bnorm <= 0.0_c_double) bnorm = 1.0_c_double      ! b = 0: the residual itself
-    res = sqrt(dot(n, r, r)) / bnorm
+    res = sqrt(dot_reduction(n, r, r)) / bnorm
     rho_old = 1.0_c_double
     iter = 0
     do while (res > eps .and. iter < max_iter)
@@ -169,7 +153,7 @@ function pcg_v1(n, d, index, item, amat, b, x, eps, max_iter, relres) result(ite
             z(i) = r(i) / d(i)
         end do
         !$omp end parallel do
-        rho = dot(n, r, z)
+        rho = dot_reduction(n, r, z)
         if (iter == 0) then
             beta = 0.0_c_double
         else
@@ -181,7 +165,7 @@ function pcg_v1(n, d, index, item, amat, b, x, eps, max_iter, relres) result(ite
         end do
         !$omp end parallel do
         call offdiag_crs_matvec(n, d, index, item, amat, p, q)   ! q = A p
-        alpha = rho / dot(n, p, q)
+        alpha = rho / dot_reduction(n, p, q)
         !$omp parallel do schedule(static)
         do i = 1, n
             x(i) = x(i) + alpha * p(i)
@@ -190,7 +174,7 @@ function pcg_v1(n, d, index, item, amat, b, x, eps, max_iter, relres) result(ite
         !$omp end parallel do
         rho_old = rho
         iter = iter + 1
-        res = sqrt(dot(n, r, r)) / bnorm
+        res = sqrt(dot_reduction(n, r, r)) / bnorm
     end do
     relres = res
     ! w is deallocated automatically on return
@@ -236,9 +220,9 @@ function pcg_v2(n, d, item_ell, amat_ell, b, x, eps, max_iter, relres) result(it
         r(i) = b(i) - q(i)
     end do
     !$omp end parallel do
-    bnorm = sqrt(dot(n, b, b))
+    bnorm = sqrt(dot_reduction(n, b, b))
     if (bnorm <= 0.0_c_double) bnorm = 1.0_c_double      ! b = 0: the residual itself
-    res = sqrt(dot(n, r, r)) / bnorm
+    res = sqrt(dot_reduction(n, r, r)) / bnorm
     rho_old = 1.0_c_double
     iter = 0
     do while (res > eps .and. iter < max_iter)
@@ -247,7 +231,7 @@ function pcg_v2(n, d, item_ell, amat_ell, b, x, eps, max_iter, relres) result(it
             z(i) = r(i) / d(i)
         end do
         !$omp end parallel do
-        rho = dot(n, r, z)
+        rho = dot_reduction(n, r, z)
         if (iter == 0) then
             beta = 0.0_c_double
         else
@@ -259,7 +243,7 @@ function pcg_v2(n, d, item_ell, amat_ell, b, x, eps, max_iter, relres) result(it
         end do
         !$omp end parallel do
         call ell_matvec(n, d, item_ell, amat_ell, p, q)   ! q = A p
-        alpha = rho / dot(n, p, q)
+        alpha = rho / dot_reduction(n, p, q)
         !$omp parallel do schedule(static)
         do i = 1, n
             x(i) = x(i) + alpha * p(i)
@@ -268,7 +252,7 @@ function pcg_v2(n, d, item_ell, amat_ell, b, x, eps, max_iter, relres) result(it
         !$omp end parallel do
         rho_old = rho
         iter = iter + 1
-        res = sqrt(dot(n, r, r)) / bnorm
+        res = sqrt(dot_reduction(n, r, r)) / bnorm
     end do
     relres = res
     ! w is deallocated automatically on return

@@ -3,10 +3,12 @@
 ! reduction or an `omp single`.
 !
 !   dot_racy       WRONG ON PURPOSE: `omp parallel do` adding into a shared s, no reduction.
-!   dot_reduction  the same loop with `reduction(+ : s)`: the correct version.
 !   scalar_race    WRONG ON PURPOSE: one parallel region computing a dot product `rounds` times;
 !                  every thread zeroes the shared s before each reduction loop, with no
 !                  `omp single` (the pattern of the printed v3 of the seed course).
+!
+! The correct loop, with `reduction(+ : s)`, is dot_reduction in common/cg.f90: every CG of
+! the course uses it.
 !
 ! A race does not show on every run: how often these kernels go wrong depends on the machine, the
 ! threads, the length of the vectors and luck. With one thread they are all correct.
@@ -14,7 +16,7 @@ module course_race
     use, intrinsic :: iso_c_binding, only: c_int, c_double
     implicit none
     private
-    public :: dot_racy, dot_reduction, scalar_race
+    public :: dot_racy, scalar_race
 
 contains
 
@@ -35,24 +37,6 @@ function dot_racy(n, a, b) result(s) bind(C, name="dot_racy")
     !$omp end parallel do
 end function dot_racy
 ! [dot_racy]
-
-! [dot_reduction]
-! Correct: every thread sums its share into a private copy of s (starting from 0); at the end of
-! the loop the runtime adds the private copies into the shared s, one thread at a time.
-function dot_reduction(n, a, b) result(s) bind(C, name="dot_reduction")
-    integer(c_int), value, intent(in) :: n
-    real(c_double), intent(in) :: a(n), b(n)
-    real(c_double) :: s
-    integer(c_int) :: i
-
-    s = 0.0_c_double
-    !$omp parallel do schedule(static) reduction(+ : s)
-    do i = 1, n
-        s = s + a(i) * b(i)
-    end do
-    !$omp end parallel do
-end function dot_reduction
-! [dot_reduction]
 
 ! [scalar_race]
 ! WRONG ON PURPOSE: out(k) should be a . b for every round k. The reduction itself is correct, but

@@ -6,26 +6,28 @@ module course_cg
     use course_crs, only: crs_matvec
     implicit none
     private
-    public :: pcg_jacobi
+    public :: pcg_jacobi, dot_reduction
 
 contains
 
-! dot product a . b, the partial sums of the threads added up by an OpenMP reduction
-function dot(n, a, b) result(res)
-    integer(c_int), intent(in) :: n
+! [dot_reduction]
+! a . b, correct with any number of threads: every thread sums its share into a private copy of s
+! (starting from 0); at the end of the loop the runtime adds the private copies into the shared s,
+! one thread at a time. The dot product of every CG in the course.
+function dot_reduction(n, a, b) result(s) bind(C, name="dot_reduction")
+    integer(c_int), value, intent(in) :: n
     real(c_double), intent(in) :: a(n), b(n)
-    real(c_double) :: res
     real(c_double) :: s
     integer(c_int) :: i
 
     s = 0.0_c_double
-    !$omp parallel do reduction(+ : s) schedule(static)
+    !$omp parallel do schedule(static) reduction(+ : s)
     do i = 1, n
         s = s + a(i) * b(i)
     end do
     !$omp end parallel do
-    res = s
-end function dot
+end function dot_reduction
+! [dot_reduction]
 
 ! [pcg_jacobi]
 ! Returns the number of iterations; relres is the final ||r|| / ||b||. x holds the initial guess
@@ -60,19 +62,19 @@ function pcg_jacobi(n, row_ptr, col_idx, val, b, x, tol, max_iter, relres) resul
     do i = 1, n
         r(i) = b(i) - q(i)
     end do
-    bnorm = sqrt(dot(n, b, b))
+    bnorm = sqrt(dot_reduction(n, b, b))
     ! b = 0: measure the residual itself. (bnorm is never negative; "<=" rather than "==" because
     ! gfortran -Wextra warns about equality tests between reals.)
     if (bnorm <= 0.0_c_double) bnorm = 1.0_c_double
 
     rho_old = 1.0_c_double
     iter = 0
-    relres = sqrt(dot(n, r, r)) / bnorm
+    relres = sqrt(dot_reduction(n, r, r)) / bnorm
     do while (relres > tol .and. iter < max_iter)
         do i = 1, n                                      ! z = M^-1 r
             z(i) = dinv(i) * r(i)
         end do
-        rho = dot(n, r, z)
+        rho = dot_reduction(n, r, z)
         if (iter == 0) then                              ! first direction: p = z
             do i = 1, n
                 p(i) = z(i)
@@ -84,14 +86,14 @@ function pcg_jacobi(n, row_ptr, col_idx, val, b, x, tol, max_iter, relres) resul
             end do
         end if
         call crs_matvec(n, row_ptr, col_idx, val, p, q)  ! q = A p
-        alpha = rho / dot(n, p, q)
+        alpha = rho / dot_reduction(n, p, q)
         do i = 1, n
             x(i) = x(i) + alpha * p(i)
             r(i) = r(i) - alpha * q(i)
         end do
         rho_old = rho
         iter = iter + 1
-        relres = sqrt(dot(n, r, r)) / bnorm
+        relres = sqrt(dot_reduction(n, r, r)) / bnorm
     end do
     ! r, z, p, q, dinv are deallocated automatically on return
 end function pcg_jacobi
