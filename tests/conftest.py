@@ -7,6 +7,7 @@ those under AddressSanitizer/UBSan with `-m compiled`.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -84,6 +85,20 @@ def limit_memory(n_bytes: int):
 def run_course(*args, **kwargs) -> subprocess.CompletedProcess:
     """`python -m course ARGS` in the repository root."""
     return run([PYTHON, "-m", "course", *args], cwd=kwargs.pop("cwd", ROOT), **kwargs)
+
+
+# the fields every `course solve ... --json` prints (DESIGN.md section 4)
+COMMON_FIELDS = {"problem", "lang", "unknowns", "nnz", "iterations", "converged",
+                 "relative_residual", "threads", "seconds"}
+
+
+def solve_json(problem: str, *args, timeout: float = 240) -> dict:
+    """`python -m course solve PROBLEM ARGS --json`: it succeeds and prints one JSON object."""
+    result = run_course("solve", problem, *args, "--json", timeout=timeout)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1, f"expected one JSON line, got {result.stdout!r}"
+    return json.loads(lines[0])
 
 
 def assert_one_error(result, name: str, by_course: bool) -> None:

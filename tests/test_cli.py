@@ -3,32 +3,26 @@ traceback), doctor, and a smoke test of bench."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
 
-from conftest import ALL_LANGS, assert_one_error, run_course
+from conftest import ALL_LANGS, COMMON_FIELDS, assert_one_error, run_course
+from conftest import solve_json as solve_problem
 from course import cli
 from course.langs import LANGS
 
 pytestmark = pytest.mark.timeout(300)
 
-COMMON_FIELDS = {"problem", "lang", "unknowns", "nnz", "iterations", "converged",
-                 "relative_residual", "threads", "seconds", "error_l2", "error_max"}
-
-
-def solve_json(*args):
-    result = run_course("solve", "fem1d", *args, "--json", timeout=180)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.strip().splitlines()
-    assert len(lines) == 1, f"expected one JSON line, got {result.stdout!r}"
-    return json.loads(lines[0])
+FEM1D_FIELDS = COMMON_FIELDS | {"error_l2", "error_max"}
+solve_json = functools.partial(solve_problem, "fem1d", timeout=180)
 
 
 @pytest.mark.parametrize("lang", ALL_LANGS)
 def test_solve_json(lang):
     out = solve_json("--n", "64", "--lang", lang)
-    assert COMMON_FIELDS <= set(out), COMMON_FIELDS - set(out)
+    assert FEM1D_FIELDS <= set(out), FEM1D_FIELDS - set(out)
     assert out["problem"] == "fem1d" and out["lang"] == lang
     assert out["unknowns"] == 65 and out["nnz"] == 3 * 64 + 1
     assert out["converged"] is True

@@ -3,27 +3,21 @@ VTK output, and bad arguments (one error line, exit status 2, no traceback)."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
 import pytest
 
-from conftest import ALL_LANGS, assert_one_error, run_course
+from conftest import ALL_LANGS, COMMON_FIELDS, assert_one_error, run_course
+from conftest import solve_json as solve_problem
 from course import cli, problems
 
 pytestmark = pytest.mark.timeout(300)
 
-COMMON_FIELDS = {"problem", "lang", "unknowns", "nnz", "iterations", "converged",
-                 "relative_residual", "threads", "seconds"}
 FEM3D_FIELDS = {"error_max", "error_l2", "error_h1", "peak_memory_mb", "nx", "ny", "nz"}
 
-
-def solve_json(*args):
-    result = run_course("solve", "fem3d", *args, "--json", timeout=240)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.strip().splitlines()
-    assert len(lines) == 1, f"expected one JSON line, got {result.stdout!r}"
-    return json.loads(lines[0])
+solve_json = functools.partial(solve_problem, "fem3d")
 
 
 @pytest.mark.parametrize("lang", ALL_LANGS)

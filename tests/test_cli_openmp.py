@@ -15,14 +15,12 @@ import os
 import numba
 import pytest
 
-from conftest import ROOT, assert_one_error, run_course, run_program
+from conftest import COMMON_FIELDS, ROOT, assert_one_error, run_course, run_program, solve_json
 from course import cli, fvm, native, problems, solvers
 from test_openmp_programs import parse_summary          # the summary solc and solf print
 
 pytestmark = pytest.mark.timeout(300)
 
-COMMON_FIELDS = {"problem", "lang", "unknowns", "nnz", "iterations", "converged",
-                 "relative_residual", "threads", "seconds"}
 POISSON_FIELDS = {"version", "format", "gflops", "bandwidth_gbs"}
 EXAMPLE = ROOT / "examples" / "04_openmp" / "INPUT.DAT"
 LADDER = [pytest.param(lang, v, id=f"{lang}-{v}")
@@ -59,14 +57,6 @@ def solve_in_process(capsys, *args) -> dict:
     assert captured.err == ""
     lines = captured.out.strip().splitlines()
     assert len(lines) == 1, f"expected one JSON line, got {captured.out!r}"
-    return json.loads(lines[0])
-
-
-def solve_json(*args) -> dict:
-    result = run_course("solve", "poisson", *args, "--json", timeout=240)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.strip().splitlines()
-    assert len(lines) == 1, f"expected one JSON line, got {result.stdout!r}"
     return json.loads(lines[0])
 
 
@@ -116,7 +106,7 @@ def test_threads_option(lang, version, capsys, restore_threads):
 def test_end_to_end_with_threads():
     """One real `python -m course` run per compiled language: --threads reaches the library."""
     for lang in ("c", "fortran"):
-        out = solve_json(*MESH, "--lang", lang, "--threads", "2")
+        out = solve_json("poisson", *MESH, "--lang", lang, "--threads", "2")
         assert out["threads"] == 2 and out["converged"] is True and out["version"] == "v3"
 
 
@@ -127,7 +117,7 @@ def test_input_file_gives_the_iterations_of_the_programs(tmp_path):
     small.write_text("8 6 5   NX NY NZ\n0.5 1.0 2.0   DX DY DZ\n1.0d-10   EPSICCG\n")
     for path in (EXAMPLE, small):
         params = fvm.read_input(path)
-        out = solve_json("--input", path, "--lang", "c", "--version", "v3")
+        out = solve_json("poisson", "--input", path, "--lang", "c", "--version", "v3")
         assert out["input"] == str(path)
         assert (out["nx"], out["ny"], out["nz"]) == (params["nx"], params["ny"], params["nz"])
         assert (out["dx"], out["dy"], out["dz"], out["tol"]) == \
