@@ -268,23 +268,6 @@ numactl --interleave=all python -m course bench openmp --json spread.json  # pag
 OMP_NUM_THREADS=48 build/native/release/bin/solf INPUT.DAT v0              # then v1, v2, v3"""
 
 
-def set_threads(lang: str, threads: int) -> None:
-    """Threads of the next parallel regions of `lang`: OpenMP (c, fortran) or Numba."""
-    if lang == "numba":
-        import numba
-        numba.set_num_threads(threads)
-    else:
-        native.set_threads(lang, threads)
-
-
-def default_threads(lang: str) -> int:
-    """The threads `lang` starts with (OMP_NUM_THREADS or the cores; NUMBA_NUM_THREADS)."""
-    if lang == "numba":
-        import numba
-        return numba.config.NUMBA_NUM_THREADS
-    return problems.threads_for(lang)
-
-
 def topology() -> dict:
     """What the thread sweep ran on: cores, sockets, NUMA nodes, CPU model and L3 (lscpu), and the
     OpenMP placement variables."""
@@ -327,8 +310,8 @@ def _check_openmp_args(sizes, langs, threads):
     threads = list(threads) if threads else list(range(1, (os.cpu_count() or 1) + 1))
     for t in threads:
         native.check_int(t, "threads", minimum=1)
-    if "numba" in langs and max(threads) > default_threads("numba"):
-        raise ValueError(f"numba runs at most {default_threads('numba')} threads "
+    if "numba" in langs and max(threads) > problems.default_threads("numba"):
+        raise ValueError(f"numba runs at most {problems.default_threads('numba')} threads "
                          f"(NUMBA_NUM_THREADS); the sweep asks for {max(threads)}")
     return n, threads
 
@@ -356,7 +339,7 @@ def bench_openmp(sizes=(128,), langs=OPENMP_LANGS, threads=None, repeat=5, itera
     try:
         for t in threads:
             for lang in {*langs, "c"}:
-                set_threads(lang, t)
+                problems.set_threads(lang, t)
             results["stream"].append({**stream(stream_n, repeat), "threads": t})
             bar.update()
             for lang, version in configs:
@@ -373,7 +356,7 @@ def bench_openmp(sizes=(128,), langs=OPENMP_LANGS, threads=None, repeat=5, itera
     finally:
         bar.close()
         for lang in {*langs, "c"}:
-            set_threads(lang, default_threads(lang))
+            problems.set_threads(lang, problems.default_threads(lang))
     _add_ladder_ratios(results)
     return results
 

@@ -22,6 +22,25 @@ def threads_for(lang: str) -> int:
     return 1
 
 
+def default_threads(lang: str) -> int:
+    """The threads the parallel kernels of `lang` start with: OpenMP's (OMP_NUM_THREADS or the
+    cores) for c and fortran, NUMBA_NUM_THREADS for numba."""
+    return numba.config.NUMBA_NUM_THREADS if lang == "numba" else threads_for(lang)
+
+
+def set_threads(lang: str, threads: int) -> None:
+    """Threads of the next parallel regions of `lang`: OpenMP (c, fortran: omp_set_num_threads)
+    or Numba (at most NUMBA_NUM_THREADS)."""
+    threads = native.check_int(threads, "threads", minimum=1)
+    if lang != "numba":
+        native.set_threads(lang, threads)
+    elif threads > numba.config.NUMBA_NUM_THREADS:
+        raise ValueError(f"threads must be at most {numba.config.NUMBA_NUM_THREADS} for numba "
+                         f"(NUMBA_NUM_THREADS), got {threads}")
+    else:
+        numba.set_num_threads(threads)
+
+
 def fem1d(n_elem: int = 100, lang: str = "numpy", length: float = 1.0, cond: float = 1.0,
           qvol: float = 1.0, qflux: float = 0.0, tol: float = 1e-12, warm_up: bool = True,
           keep_solution: bool = False) -> dict:
@@ -159,14 +178,7 @@ def poisson(nx: int = 32, ny: int = 32, nz: int = 32, version: str = "v3", fmt: 
     fvm._check_box(nx, ny, nz, dx, dy, dz)
     tol = native.check_real(tol, "tol", positive=True)
     if threads is not None:
-        threads = native.check_int(threads, "threads", minimum=1)
-        if lang == "numba":
-            if threads > numba.config.NUMBA_NUM_THREADS:
-                raise ValueError(f"threads must be at most {numba.config.NUMBA_NUM_THREADS} for "
-                                 f"numba (NUMBA_NUM_THREADS), got {threads}")
-            numba.set_num_threads(threads)
-        else:
-            native.set_threads(lang, threads)
+        set_threads(lang, threads)
     used = numba.get_num_threads() if lang == "numba" else (threads or threads_for(lang))
     solve_fmt = "crs" if version in ("v0", "v1") else "ell"
     if warm_up:
