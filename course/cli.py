@@ -59,7 +59,9 @@ def _solve(args) -> int:
         result = _solve_fem3d(args, problems)
     elif args.problem == "poisson":
         result = _solve_poisson(args, problems)
-    if args.json:
+    if getattr(args, "parallel", False) and mpi_rank() != 0:
+        pass                                    # rank 0 prints the one summary
+    elif args.json:
         print(json.dumps(result))
     else:
         for key, value in result.items():
@@ -72,6 +74,13 @@ def _solve_fem3d(args, problems) -> dict:
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be a positive number of elements, "
                              f"got {getattr(args, name)}")
+    if args.parallel:
+        return _solve_fem3d_parallel(args)
+    given = [f"--{name}" for name in ("partition", "exchange", "px", "py", "pz")
+             if getattr(args, name) is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} "
+                         f"--parallel")
     if args.manufactured:
         given = [f"--{name.replace('_', '-')}" for name in ("qvol", "qflux", "fixed_face")
                  if getattr(args, name) is not None]
@@ -88,14 +97,62 @@ def _solve_fem3d(args, problems) -> dict:
                             dx=args.dx, dy=args.dy, dz=args.dz, cond=args.cond, tol=args.tol,
                             keep_solution=args.vtk is not None, **options)
     if args.vtk is not None:
-        from .vtk import write_vtk
-
-        try:
-            write_vtk(args.vtk, result.pop("mesh"), {"temperature": result.pop("T")})
-        except OSError as err:
-            raise RuntimeError(f"--vtk: cannot write {args.vtk}: {err.strerror}") from None
+        _write_vtk(args.vtk, result.pop("mesh"), result.pop("T"))
         result["vtk"] = args.vtk
     return result
+
+
+def _solve_fem3d_parallel(args) -> dict:
+    """`mpiexec -n P python -m course solve fem3d --parallel ...`: every rank runs this; the
+    caller prints from rank 0 only."""
+    if args.manufactured:
+        raise ValueError("--manufactured is not available with --parallel (the model problem is)")
+    dims = [getattr(args, name) for name in ("px", "py", "pz")]
+    if any(d is not None for d in dims) and None in dims:
+        raise ValueError("--px, --py and --pz go together")
+    if dims[0] is not None and args.partition == "metis":
+        raise ValueError("--px --py --pz are for --partition blocks, not metis")
+    if args.threads is None:                    # flat MPI: one thread per rank (OpenMP threads
+        os.environ["OMP_NUM_THREADS"] = "1"     # of several ranks on one core spin and crawl)
+    from .parallel.fem3d import fem3d_parallel
+
+    options = {name: getattr(args, name) for name in ("qvol", "qflux", "fixed_face")
+               if getattr(args, name) is not None}
+    result = fem3d_parallel(args.nx, args.ny, args.nz, partition=args.partition or "blocks",
+                            dims=None if dims[0] is None else tuple(dims),
+                            exchange=args.exchange or "p2p", lang=args.lang, dx=args.dx,
+                            dy=args.dy, dz=args.dz, cond=args.cond, tol=args.tol,
+                            keep_solution=args.vtk is not None, **options)
+    if args.vtk is not None:
+        mesh, t = result.pop("mesh"), result.pop("T")
+        if mpi_rank() == 0:
+            _write_vtk(args.vtk, mesh, t)
+        result["vtk"] = args.vtk
+    return result
+
+
+def _write_vtk(path, mesh, t) -> None:
+    from .vtk import write_vtk
+
+    try:
+        write_vtk(path, mesh, {"temperature": t})
+    except OSError as err:
+        raise RuntimeError(f"--vtk: cannot write {path}: {err.strerror}") from None
+
+
+def launcher_rank() -> int:
+    """This process's rank as the MPI launcher tells it (0 when not launched by mpiexec), known
+    before MPI is initialised: so that only rank 0 prints a usage error."""
+    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 0
+
+
+def mpi_rank() -> int:
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Get_rank()
 
 
 POISSON_DEFAULTS = {"nx": 32, "ny": 32, "nz": 32, "dx": 1.0, "dy": 1.0, "dz": 1.0, "tol": 1e-8}
@@ -173,8 +230,17 @@ def _common_solve_options(p: argparse.ArgumentParser) -> None:
     p.set_defaults(run=_solve)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Under mpiexec every rank parses the same command line: only rank 0 reports its errors."""
+
+    def error(self, message):
+        if launcher_rank() != 0:
+            self.exit(2)
+        super().error(message)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m course",
+    p = _Parser(prog="python -m course",
                                 description="Parallel FEM course: toolchain, kernels, problems.")
     sub = p.add_subparsers(dest="verb", required=True)
 
@@ -220,6 +286,19 @@ def parser() -> argparse.ArgumentParser:
     s3.add_argument("--tol", type=_positive_finite, default=1e-8,
                     help="CG tolerance, relative residual (default 1e-8)")
     s3.add_argument("--vtk", metavar="FILE", help="write the mesh and temperature (legacy VTK)")
+    par = s3.add_argument_group("distributed (05_halo): mpiexec -n P python -m course solve fem3d "
+                                "--parallel ...")
+    par.add_argument("--parallel", action="store_true",
+                     help="partition the mesh over the MPI ranks and solve with the distributed "
+                          "CG (the model problem)")
+    par.add_argument("--partition", choices=("blocks", "metis"),
+                     help="node -> rank map: PX x PY x PZ blocks (default) or METIS k-way")
+    for axis in "xyz":
+        par.add_argument(f"--p{axis}", type=int, help=f"blocks along {axis} (with --py, --pz; "
+                                                       f"default: the most cube-like blocks)")
+    par.add_argument("--exchange", choices=("p2p", "persistent", "neighbor", "allgather"),
+                     help="halo exchange: Isend/Irecv (default), persistent requests, "
+                          "MPI_Neighbor_alltoallv, or the naive Allgatherv of the whole vector")
     _common_solve_options(s3)
 
     sp = problem.add_parser("poisson", help="3D Poisson, finite volumes, the OpenMP PCG ladder "
@@ -263,11 +342,24 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    parallel = getattr(args, "parallel", False)
     try:
         return args.run(args)
     except (ValueError, TypeError, FileNotFoundError, RuntimeError) as err:
+        if parallel and mpi_rank() != 0:
+            return 2                            # every rank stops; rank 0 says why
         lines = str(err).splitlines() or [repr(err)]
         print(f"course {args.verb}: error: {lines[0]}", file=sys.stderr)
         if lines[1:]:                       # e.g. the compiler output of a failed build
             print("\n".join(lines[1:]), file=sys.stderr)
         return 2
+    except Exception:
+        if not parallel:
+            raise
+        import traceback
+
+        from mpi4py import MPI
+
+        traceback.print_exc()                   # a bug, on this rank only: the others would
+        sys.stderr.flush()                      # wait for it forever, so end the whole job
+        MPI.COMM_WORLD.Abort(1)

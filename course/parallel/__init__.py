@@ -1,0 +1,12 @@
+"""The distributed track (lectures 05_halo, 06_pipecg, 07_cluster): partitions, GeoFEM-style local
+data, halo exchange and the distributed problems, one module per concern:
+
+    partition    node -> rank maps: blocks of the structured mesh, METIS k-way; their quality
+    local        per-rank local data (internal then external nodes, import/export tables); files
+    halo         the halo exchange over MPI, four ways (p2p, persistent, neighbour collective,
+                 the naive Allgather) and the exchange of message sizes (all-to-all vs neighbours)
+    fem3d        the 3D heat-conduction problem of 02_fem3d assembled and solved on P ranks
+
+`partition` and `local` need no MPI (a learner can draw every rank's data in one process); `halo`
+and `fem3d` import mpi4py.
+"""

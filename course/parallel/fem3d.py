@@ -1,0 +1,258 @@
+"""The 3D heat-conduction problem of 02_fem3d on P MPI ranks (lecture 05_halo).
+
+Every rank assembles the overlapping elements of its local data with the serial kernels of
+course.fem, keeps the rows of its internal nodes (complete there, equal to the serial rows) and
+solves with course.solvers.cg, the same code path as the serial solver, plugged with
+
+    SpMV  = halo exchange of p + local CRS product (internal rows x internal and external columns)
+    dot   = local dot product + MPI_Allreduce
+    M^-1  = Jacobi (the diagonal of the internal rows: no communication).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from mpi4py import MPI
+
+from .. import fem, native, problems, solvers
+from ..langs import check_lang
+from ..mesh import OPPOSITE_FACE, BoxMesh, box_mesh, check_face
+from ..sparse import CRS, matvec_numba, matvec_numpy
+from .halo import Halo, check_style
+from .local import LocalData, local_data
+from .partition import default_blocks, make_partition, quality
+
+
+@dataclass
+class LocalMatrix:
+    """The rows of the internal nodes: n_internal rows, columns over all n_local nodes."""
+    row_ptr: np.ndarray
+    col_idx: np.ndarray
+    val: np.ndarray
+    n_cols: int
+
+    @property
+    def n_rows(self) -> int:
+        return self.row_ptr.shape[0] - 1
+
+    @property
+    def nnz(self) -> int:
+        return int(self.row_ptr[-1])
+
+    def diagonal(self) -> np.ndarray:
+        rows = np.repeat(np.arange(self.n_rows), np.diff(self.row_ptr))
+        on_diagonal = rows == self.col_idx
+        d = np.zeros(self.n_rows)
+        d[rows[on_diagonal]] = self.val[on_diagonal]
+        return d
+
+
+def local_pattern(local: LocalData) -> tuple[np.ndarray, np.ndarray]:
+    """(row_ptr, col_idx) over all n_local local nodes: row a lists, ascending, the local nodes that
+    share a local element with a. Internal rows are complete; external rows are partial (their
+    other elements live on other ranks) and only serve to let the serial assembly kernel add
+    every corner of an element."""
+    e = local.elements.astype(np.int64)
+    keys = np.unique(np.repeat(e, 8, axis=1).ravel() * local.n_local + np.tile(e, (1, 8)).ravel())
+    rows = keys // local.n_local
+    row_ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=local.n_local))])
+    return row_ptr.astype(np.int32), (keys % local.n_local).astype(np.int32)
+
+
+def assemble_local(mesh: BoxMesh, local: LocalData, cond: float, q_node, lang: str = "numpy"):
+    """(square CRS over the n_local nodes, rhs over the n_local nodes) of the local elements with
+    the serial assembly of `lang`: internal rows complete, external rows partial."""
+    check_lang(lang)
+    xyz = np.ascontiguousarray(mesh.xyz[local.global_ids])
+    q = np.ascontiguousarray(fem.nodal_source(mesh, q_node)[local.global_ids])
+    row_ptr, col_idx = local_pattern(local)
+    if lang == "numpy":
+        val, rhs = fem.fem3d_assemble_numpy(local.elements, xyz, cond, q, row_ptr, col_idx)
+    elif lang == "numba":
+        val, rhs, bad = fem.fem3d_assemble_numba(local.elements, xyz, cond, q, row_ptr, col_idx)
+        if bad >= 0:
+            raise ValueError(f"element {local.element_ids[bad]} is inverted or degenerate")
+    else:
+        val, rhs = native.fem3d_assemble(lang, local.elements, xyz, cond, q, row_ptr, col_idx)
+    return CRS(row_ptr, col_idx, val), rhs
+
+
+def internal_rows(a: CRS, local: LocalData) -> LocalMatrix:
+    end = a.row_ptr[local.n_internal]
+    return LocalMatrix(a.row_ptr[:local.n_internal + 1].copy(), a.col_idx[:end].copy(),
+                       a.val[:end].copy(), local.n_local)
+
+
+def local_face_quads(mesh: BoxMesh, local: LocalData, face: str) -> np.ndarray:
+    """The quadrilaterals of `face` with at least one internal node, in local numbers (all their
+    corners are local: they are faces of local elements)."""
+    to_local = np.full(mesh.n_node, -1, dtype=np.int64)
+    to_local[local.global_ids] = np.arange(local.n_local)
+    quads = to_local[mesh.face_quads(face)]
+    mine = np.any((quads >= 0) & (quads < local.n_internal), axis=1)
+    return np.ascontiguousarray(quads[mine], dtype=np.int32)
+
+
+def model_system(mesh: BoxMesh, local: LocalData, cond=1.0, qvol=1.0, qflux=0.0,
+                 fixed_face="zmax", lang="numpy"):
+    """The local system of the model problem of 02_fem3d (problems.fem3d without --manufactured):
+    T = exact on fixed_face, heat flux qflux through the opposite face, source qvol.
+    Returns (LocalMatrix, rhs of the internal nodes, exact temperature at the internal nodes)."""
+    check_face(fixed_face)
+    exact, _ = fem.fem3d_model_exact(mesh, fixed_face, cond, qvol, qflux)
+    a, rhs = assemble_local(mesh, local, cond, qvol, lang)
+    xyz = np.ascontiguousarray(mesh.xyz[local.global_ids])
+    if qflux != 0.0:
+        quads = local_face_quads(mesh, local, OPPOSITE_FACE[fixed_face])
+        if quads.shape[0]:
+            if lang in native.COMPILED_LANGS:
+                native.fem3d_face_flux(lang, quads, xyz, qflux, rhs)
+            else:
+                fem.fem3d_face_flux_numpy(quads, xyz, qflux, rhs)
+    fixed = np.isin(local.global_ids, mesh.face_nodes(fixed_face))
+    t_exact = exact(xyz)
+    fem.dirichlet(a, rhs, fixed, np.where(fixed, t_exact, 0.0), lang)
+    n = local.n_internal
+    return internal_rows(a, local), rhs[:n].copy(), t_exact[:n]
+
+
+class Distributed:
+    """The pluggable pieces of course.solvers.cg for one rank: matvec (halo exchange + local
+    product), dot (local dot + Allreduce) and the Jacobi preconditioner; times the halo exchanges
+    and the reductions."""
+
+    def __init__(self, matrix: LocalMatrix, halo: Halo, comm=MPI.COMM_WORLD,
+                 kernel: str = "numba"):
+        self.matrix, self.halo, self.comm = matrix, halo, comm
+        self.work = np.zeros(matrix.n_cols)            # p on internal + external nodes
+        self.product = matvec_numpy if kernel == "numpy" else matvec_numba
+        self.dinv = 1.0 / matrix.diagonal()
+        self._sum = np.empty(1)
+        self.allreduce_seconds, self.allreduces = 0.0, 0
+
+    # [distributed_matvec]
+    def matvec(self, p: np.ndarray) -> np.ndarray:
+        n = self.matrix.n_rows
+        self.work[:n] = p
+        self.halo.update(self.work)                    # external entries from their owners
+        m = self.matrix
+        return self.product(m.row_ptr, m.col_idx, m.val, self.work)
+    # [distributed_matvec]
+
+    # [distributed_dot]
+    def dot(self, a: np.ndarray, b: np.ndarray) -> float:
+        self._sum[0] = np.dot(a, b)                    # this rank's share
+        start = time.perf_counter()
+        self.comm.Allreduce(MPI.IN_PLACE, [self._sum, MPI.DOUBLE], op=MPI.SUM)
+        self.allreduce_seconds += time.perf_counter() - start
+        self.allreduces += 1
+        return float(self._sum[0])
+    # [distributed_dot]
+
+    def precond(self, r: np.ndarray) -> np.ndarray:
+        return self.dinv * r
+
+    def solve(self, b: np.ndarray, tol: float = 1e-8, max_iter: int | None = None):
+        return solvers.cg(self.matvec, b, precond=self.precond, dot=self.dot, tol=tol,
+                          max_iter=max_iter)
+
+
+def gather_vector(comm, local: LocalData, values: np.ndarray, n_node: int, root: int = 0):
+    """The global vector (on `root`; None elsewhere) of the internal values of every rank."""
+    n = local.n_internal
+    counts = np.array(comm.allgather(n))
+    displs = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    ids = np.empty(counts.sum(), dtype=np.int64) if comm.Get_rank() == root else None
+    vals = np.empty(counts.sum()) if comm.Get_rank() == root else None
+    comm.Gatherv(np.ascontiguousarray(local.global_ids[:n]), [ids, counts, displs, MPI.INT64_T],
+                 root=root)
+    comm.Gatherv(np.ascontiguousarray(values[:n]), [vals, counts, displs, MPI.DOUBLE], root=root)
+    if comm.Get_rank() != root:
+        return None
+    out = np.full(n_node, np.nan)
+    out[ids] = vals
+    return out
+
+
+class CollectiveError(RuntimeError):
+    """An error found on some rank(s), raised on every rank with the first rank's message."""
+
+
+def agree(comm, step):
+    """Run step() on every rank; if it raises a usage error on any rank, raise it on every rank
+    (the message of the lowest failing rank), so that all ranks stop together instead of some
+    waiting forever in the next collective call."""
+    try:
+        result, message = step(), None
+    except (ValueError, TypeError, FileNotFoundError, RuntimeError) as err:
+        result, message = None, str(err).splitlines()[0] if str(err) else repr(err)
+    messages = comm.allgather(message)                 # small control data: pickled is fine
+    failed = [m for m in messages if m is not None]
+    if failed:
+        raise CollectiveError(failed[0])
+    return result
+
+
+def fem3d_parallel(nx=8, ny=8, nz=8, partition="blocks", dims=None, exchange="p2p",
+                   lang="numpy", dx=None, dy=None, dz=None, cond=1.0, qvol=1.0, qflux=0.0,
+                   fixed_face="zmax", tol=1e-8, comm=MPI.COMM_WORLD,
+                   keep_solution=False) -> dict:
+    """Solve the model problem of problems.fem3d on the ranks of `comm`; returns the same summary
+    on every rank (the common fields of `course solve` plus the partition and halo figures; with
+    keep_solution, "T" the global solution on rank 0 and "mesh")."""
+    t0 = time.perf_counter()
+
+    def setup():
+        check_lang(lang)
+        check_style(exchange)
+        tol_ = native.check_real(tol, "tol", positive=True)
+        box = box_mesh(nx, ny, nz, dx, dy, dz)
+        blocks = None
+        if partition == "blocks":
+            blocks = default_blocks(box, comm.Get_size()) if dims is None else dims
+        owner = make_partition(box, partition, comm.Get_size(), blocks) \
+            if comm.Get_rank() == 0 else None
+        return box, tol_, blocks, owner
+
+    box, tol, blocks, owner = agree(comm, setup)
+    owner = comm.bcast(owner, root=0)                  # METIS runs once, on rank 0
+    local = local_data(box, owner, comm.Get_rank())
+    matrix, b, t_exact = agree(comm, lambda: model_system(box, local, cond, qvol, qflux,
+                                                          fixed_face, lang))
+    halo = Halo(local, comm, exchange)
+    system = Distributed(matrix, halo, comm, kernel="numpy" if lang == "numpy" else "numba")
+    t1 = time.perf_counter()
+    n_total = comm.allreduce(local.n_internal)
+    result = system.solve(b, tol=tol, max_iter=10 * n_total)
+    t2 = time.perf_counter()
+    halo.free()
+
+    error = np.array([np.max(np.abs(result.x - t_exact), initial=0.0)])
+    comm.Allreduce(MPI.IN_PLACE, [error, MPI.DOUBLE], op=MPI.MAX)
+    timings = np.array([t1 - t0, t2 - t1, t2 - t0, halo.seconds, system.allreduce_seconds])
+    comm.Allreduce(MPI.IN_PLACE, [timings, MPI.DOUBLE], op=MPI.MAX)
+    figures = quality(box, owner)
+    out = {
+        "problem": "fem3d", "lang": lang, "unknowns": box.n_node,
+        "nnz": comm.allreduce(matrix.nnz), "iterations": result.iterations,
+        "converged": bool(result.converged), "relative_residual": result.relative_residual,
+        "threads": problems.threads_for(lang),
+        "seconds": {"assemble": timings[0], "solve": timings[1], "total": timings[2],
+                    "halo": timings[3], "allreduce": timings[4]},
+        "error_max": float(error[0]),
+        "ranks": comm.Get_size(), "partition": partition, "exchange": exchange,
+        "blocks": list(blocks) if blocks is not None else None,
+        "load_imbalance": figures.load_imbalance, "edge_cut": figures.edge_cut,
+        "neighbours_max": int(figures.neighbours.max()),
+        "halo_nodes_total": int(figures.halo.sum()),
+        "halo_bytes_per_exchange": comm.allreduce(halo.bytes_sent),
+        "halo_exchanges": halo.exchanges, "allreduces": system.allreduces,
+        "nx": box.nx, "ny": box.ny, "nz": box.nz, "dx": box.dx, "dy": box.dy, "dz": box.dz,
+        "cond": cond, "qvol": qvol, "qflux": qflux, "fixed_face": fixed_face, "tol": tol,
+    }
+    if keep_solution:
+        out["mesh"], out["T"] = box, gather_vector(comm, local, result.x, box.n_node)
+    return out
