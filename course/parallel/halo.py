@@ -50,7 +50,8 @@ class Halo:
         self.recv = np.empty(local.import_index.shape[0])
         self.seconds, self.exchanges = 0.0, 0
         self._requests, self._graph = [], None
-        getattr(self, f"_setup_{style}")()
+        if hasattr(self, f"_setup_{style}"):     # p2p needs no set-up
+            getattr(self, f"_setup_{style}")()
 
     # --- sizes -----------------------------------------------------------------------------------
 
@@ -80,9 +81,6 @@ class Halo:
         x[self.local.import_index] = self.recv
 
     # [halo_p2p]
-    def _setup_p2p(self):
-        pass
-
     def _update_p2p(self, x):
         loc = self.local
         self._pack(x)
