@@ -7,14 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+int input_quiet = 0;
+
 void input_fail(const input_file *in, const char *fmt, ...)
 {
-    va_list ap;
-    fprintf(stderr, "%s: %s:%d: ", in->prog, in->path, in->line);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
+    if (!input_quiet) {
+        va_list ap;
+        fprintf(stderr, "%s: %s:%d: ", in->prog, in->path, in->line);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+    }
     exit(2);
 }
 
@@ -25,7 +29,9 @@ void input_open(input_file *in, const char *prog, const char *path)
     in->line = 0;
     in->file = fopen(path, "r");
     if (in->file == NULL) {
-        fprintf(stderr, "%s: %s: cannot open input file: %s\n", prog, path, strerror(errno));
+        if (!input_quiet)
+            fprintf(stderr, "%s: %s: cannot open input file: %s\n", prog, path,
+                    strerror(errno));
         exit(2);
     }
 }

@@ -12,6 +12,11 @@ typedef struct {
     int line;           /* number of the line read last */
 } input_file;
 
+/* Nonzero: the messages are not printed (the exit status stays 2). An MPI program sets it on every
+ * rank but rank 0, so that a bad input file, which every rank reads and rejects alike, gives one
+ * line, not one per rank. 0 (print) by default. */
+extern int input_quiet;
+
 void input_open(input_file *in, const char *prog, const char *path);
 void input_close(input_file *in);
 /* read the next line and parse `count` values from it; `what` names them in messages */
@@ -22,7 +27,8 @@ void input_require_positive(const input_file *in, double value, const char *what
 /* read the next line; its first word must be one of the `count` words in `choices`: returns its
  * position there (0-based) */
 int input_choice(input_file *in, int count, const char *const *choices, const char *what);
-/* print "PROG: PATH:LINE: message" (printf-like) on stderr and exit with status 2 */
+/* print "PROG: PATH:LINE: message" (printf-like) on stderr, unless input_quiet, and exit with
+ * status 2 (exit() runs the atexit handlers: an MPI program registers one that finalizes MPI) */
 void input_fail(const input_file *in, const char *fmt, ...);
 
 #endif

@@ -18,7 +18,8 @@ contains
 subroutine crs_matvec(n, row_ptr, col_idx, val, x, y) bind(C, name="crs_matvec")
     integer(c_int), value, intent(in) :: n
     integer(c_int), intent(in) :: row_ptr(n + 1), col_idx(*)
-    real(c_double), intent(in) :: val(*), x(n)
+    ! x(*): the columns may reach beyond the n rows (the external nodes of 05_halo)
+    real(c_double), intent(in) :: val(*), x(*)
     real(c_double), intent(out) :: y(n)
     integer(c_int) :: i, k
     real(c_double) :: row_sum

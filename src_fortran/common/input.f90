@@ -2,6 +2,10 @@
 ! line, anything after the values is a comment. Values are separated by blanks, tabs or commas;
 ! reals may be written 1.0e-8 or 1.0d-8. Every error prints one line naming the program, the file,
 ! the line and what was expected, and stops the program with exit status 2.
+!
+! For MPI programs, where every rank reads the same file and fails the same way: input_quiet (set on
+! the ranks other than 0) keeps the message to one copy, and input_before_exit (if associated) is
+! called just before the stop, e.g. to call MPI_Finalize on every rank.
 module course_input
     use, intrinsic :: iso_fortran_env, only: dp => real64, int64, error_unit
     use, intrinsic :: ieee_arithmetic, only: ieee_is_finite
@@ -9,7 +13,15 @@ module course_input
     implicit none
     private
     public :: input_file, input_open, input_close, input_ints, input_reals, input_require_positive
-    public :: input_choice, input_fail
+    public :: input_choice, input_fail, input_quiet, input_before_exit
+
+    abstract interface
+        subroutine input_exit_hook()
+        end subroutine input_exit_hook
+    end interface
+
+    logical :: input_quiet = .false.                               ! no messages if .true.
+    procedure(input_exit_hook), pointer :: input_before_exit => null()
 
     ! the same limits as the C reader (its line buffer holds 1024 bytes, a token 128)
     integer, parameter :: max_line = 1022
@@ -24,15 +36,28 @@ module course_input
 
 contains
 
-! Print "PROG: PATH:LINE: message" on stderr and stop with exit status 2. (QUIET= (Fortran 2018)
-! keeps the runtime from adding a "STOP 2" line of its own.)
+! Print "PROG: PATH:LINE: message" on stderr and stop with exit status 2.
 subroutine input_fail(in, message)
     type(input_file), intent(in) :: in
     character(len=*), intent(in) :: message
 
-    write(error_unit, '(a)') in%prog // ': ' // in%path // ':' // c_d(in%line) // ': ' // message
-    stop 2, quiet=.true.
+    call report(in%prog // ': ' // in%path // ':' // c_d(in%line) // ': ' // message)
+    call stop_bad_input()
 end subroutine input_fail
+
+! the message on stderr, unless input_quiet
+subroutine report(message)
+    character(len=*), intent(in) :: message
+
+    if (.not. input_quiet) write(error_unit, '(a)') message
+end subroutine report
+
+! Exit status 2, after input_before_exit (if any). (QUIET= (Fortran 2018) keeps the runtime from
+! adding a "STOP 2" line of its own.)
+subroutine stop_bad_input()
+    if (associated(input_before_exit)) call input_before_exit()
+    stop 2, quiet=.true.
+end subroutine stop_bad_input
 
 subroutine input_open(in, prog, path)
     type(input_file), intent(out) :: in
@@ -51,8 +76,8 @@ subroutine input_open(in, prog, path)
         reason = trim(msg)
         k = index(reason, "': ", back=.true.)
         if (k > 0) reason = reason(k + 3:)
-        write(error_unit, '(a)') prog // ': ' // path // ': cannot open input file: ' // reason
-        stop 2, quiet=.true.
+        call report(prog // ': ' // path // ': cannot open input file: ' // reason)
+        call stop_bad_input()
     end if
 end subroutine input_open
 

@@ -1,0 +1,38 @@
+/* Lecture 05_halo: the halo exchange and the distributed Jacobi-preconditioned CG (library
+ * course_halo_c; not part of libcourse_c, which Python loads without MPI).
+ *
+ * Local data, GeoFEM style: a rank numbers its n_internal internal (owned) nodes 0 .. n_internal-1
+ * and its external (halo) nodes n_internal .. n_local-1, grouped by owner rank. For neighbour
+ * m = 0 .. n_neighbours-1 (rank neighbours[m]):
+ *   import_index[import_ptr[m] .. import_ptr[m+1]-1]  our external nodes that it owns,
+ *   export_index[export_ptr[m] .. export_ptr[m+1]-1]  our internal nodes that are external on it,
+ * both in the same order on the two sides (ascending global number for blocks), so the k-th value
+ * one rank exports to a neighbour is the k-th value that neighbour imports from it.
+ * The Fortran twin (src_fortran/05_halo/halo.f90) has the same names and arguments. */
+#ifndef COURSE_HALO_H
+#define COURSE_HALO_H
+#include <mpi.h>
+
+/* x[import_index] = the owners' values of the external nodes. send_buf holds
+ * export_ptr[n_neighbours] values, recv_buf import_ptr[n_neighbours] values. */
+void halo_exchange(int n_neighbours, const int *restrict neighbours,
+                   const int *restrict import_ptr, const int *restrict import_index,
+                   const int *restrict export_ptr, const int *restrict export_index,
+                   double *restrict x, double *restrict send_buf, double *restrict recv_buf,
+                   MPI_Comm comm);
+
+/* pcg_jacobi of common/cg.c on a matrix distributed by rows: the local CRS holds the n_internal
+ * internal rows, with columns among the n_local local nodes; b has n_internal entries, x n_local:
+ * the initial guess in its internal entries on entry, the solution there on exit (the external
+ * entries are overwritten by the first exchange and not updated after it: exchange x once more
+ * where they are needed). Returns the iterations (the same on every rank), *relres the global
+ * ||r|| / ||b||; -1 on every rank if the work vectors cannot be allocated on some rank. */
+int pcg_jacobi_mpi(int n_internal, int n_local, const int *restrict row_ptr,
+                   const int *restrict col_idx, const double *restrict val,
+                   const double *restrict b, double *restrict x, double tol, int max_iter,
+                   double *restrict relres, int n_neighbours, const int *restrict neighbours,
+                   const int *restrict import_ptr, const int *restrict import_index,
+                   const int *restrict export_ptr, const int *restrict export_index,
+                   MPI_Comm comm);
+
+#endif

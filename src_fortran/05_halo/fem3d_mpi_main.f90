@@ -1,0 +1,767 @@
+! fem3d_mpi: fem3d (02_fem3d/fem3d_main.f90) on P MPI ranks, GeoFEM style (Fortran twin of
+! src_c/05_halo/fem3d_mpi_main.c).
+!
+!   usage: mpiexec -n P fem3d_mpi_f INPUT [OUTPUT.pvtu]
+!
+! INPUT is fem3d's input file (NX NY NZ / DX DY DZ / COND QVOL / QFLUX / FIXED / EPS) with a 7th
+! line PX PY PZ: the number of parts along x, y, z (PX * PY * PZ = P). Along x the NX+1 node indices
+! are cut into PX blocks, block b holding the indices start(b) <= i < start(b+1) with
+! start(b) = (b (NX+1)) / PX; the same along y and z. Rank px + PX (py + PY pz) owns the nodes of
+! block (px, py, pz).
+!
+! Every rank builds its own local data, and nothing global: the nodes it owns (internal), the
+! elements that touch them (the block plus one layer of elements where a neighbour lies), the other
+! nodes of those elements (external, owned by a neighbour), and the tables of the halo exchange.
+! It assembles with the serial kernels on its local elements, so that its internal rows are the
+! serial ones, and solves with pcg_jacobi_mpi (halo.f90). Rank 0 prints fem3d's summary (global
+! numbers) and a line on the partition; with OUTPUT.pvtu every rank writes its piece STEM_r.vtu and
+! rank 0 the parallel file that lists them (ParaView). Exit status: 0 converged, 1 not converged
+! (or out of memory), 2 bad input or output file; always the same on every rank.
+
+! Ending MPI on every path out of the program, the input reader's `stop 2` included (a module
+! procedure: a pointer to an internal procedure of the program would need gfortran's trampolines,
+! and with them an executable stack).
+module fem3d_mpi_exit
+    use mpi_f08, only: MPI_Finalize, MPI_Finalized
+    implicit none
+    private
+    public :: finalize_mpi
+
+contains
+
+    subroutine finalize_mpi()
+        logical :: finalized
+
+        call MPI_Finalized(finalized)
+        if (.not. finalized) call MPI_Finalize()
+    end subroutine finalize_mpi
+
+end module fem3d_mpi_exit
+
+program fem3d_mpi
+    use, intrinsic :: iso_fortran_env, only: error_unit, output_unit, int64
+    use, intrinsic :: iso_c_binding, only: c_int, c_double
+    use mpi_f08, only: MPI_Comm, MPI_COMM_WORLD, MPI_Init, MPI_Comm_rank, MPI_Comm_size, &
+                       MPI_Allreduce, MPI_INTEGER, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_MIN, MPI_MAX
+    use course_fem3d, only: fem3d_assemble, fem3d_face_flux
+    use course_crs, only: crs_dirichlet
+    use course_halo, only: halo_exchange, pcg_jacobi_mpi
+    use course_input, only: input_file, input_open, input_close, input_ints, input_reals, &
+                            input_require_positive, input_choice, input_fail, input_quiet, &
+                            input_before_exit
+    use course_cformat, only: c_d, c_e, c_g
+    use fem3d_mpi_exit, only: finalize_mpi
+    implicit none
+    integer, parameter :: dp = c_double
+    character(len=*), parameter :: PROG = 'fem3d_mpi_f'
+    character(len=4), parameter :: FACES(6) = ['xmin', 'xmax', 'ymin', 'ymax', 'zmin', 'zmax']
+    character(len=1), parameter :: AXES(3) = ['x', 'y', 'z']
+    character(len=2), parameter :: PARTS_NAME(3) = ['PX', 'PY', 'PZ']
+    ! the corners of an element (i, j, k): the bottom face counter-clockwise, then the top face
+    integer, parameter :: CORNER(3, 8) = reshape([0, 0, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, &
+                                                  0, 0, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1], [3, 8])
+    ! The blocks around this one, in the directions (dx, dy, dz) in {-1, 0, 1}^3, are numbered
+    ! slot = 1 + (dx+1) + 3 (dy+1) + 9 (dz+1); slot 14 is this block itself.
+    integer, parameter :: OWN_SLOT = 14
+
+    type :: problem
+        integer :: nel(3)           ! elements in x, y, z
+        real(dp) :: size(3)         ! element size in x, y, z
+        real(dp) :: cond, qvol, qflux, eps
+        integer :: fixed_face       ! index into FACES: axis (face + 1) / 2, the max side if even
+        integer :: parts(3)         ! PX PY PZ
+    end type problem
+
+    type(MPI_Comm) :: comm
+    integer :: rank, n_ranks
+    type(problem) :: p
+    character(len=:), allocatable :: input_path, output_path
+
+    ! this rank's block: its position part(:) among the blocks, the node indices first..last it
+    ! owns along each axis, and the nodes lo..hi of its local elements (elements lo..hi-1)
+    integer :: part(3), first(3), last(3), lo(3), hi(3)
+    integer(c_int), allocatable :: local_of(:, :, :)    ! local number of node (i, j, k) of lo..hi
+    integer, allocatable :: node_ijk(:, :)              ! grid indices (i, j, k) of a local node
+    integer(c_int) :: n_internal, n_local, n_elem, n_quad, flux_face, max_iter, iters, alloc_stat
+    integer :: slot_count(27)                           ! local nodes per slot (see OWN_SLOT)
+    ! the halo tables (see halo.f90)
+    integer(c_int) :: n_neighbours
+    integer(c_int), allocatable :: neighbours(:), import_ptr(:), import_index(:), export_ptr(:), &
+                                   export_index(:)
+    ! the local system: the n_local x n_local CRS matrix; only its internal rows go to CG
+    real(dp), allocatable :: xyz(:, :), val(:), rhs(:), q(:), g(:), t(:)
+    integer(c_int), allocatable :: elements(:, :), quads(:, :), row_ptr(:), col_idx(:), fixed(:)
+    real(dp) :: relres
+    integer :: exit_status
+
+    call MPI_Init()
+    comm = MPI_COMM_WORLD
+    call MPI_Comm_rank(comm, rank)
+    call MPI_Comm_size(comm, n_ranks)
+    ! every rank reads the input and fails in the same way: one message (rank 0), and every rank
+    ! finalizes MPI before it stops
+    input_quiet = rank /= 0
+    input_before_exit => finalize_mpi
+
+    call read_arguments()
+    p = read_input(input_path)
+    deallocate(input_path)          ! main-program variables are never freed automatically
+    flux_face = opposite(p%fixed_face)
+
+    call find_block()
+    call number_nodes()
+    call build_halo_tables()
+    call build_local_mesh()
+    call build_pattern()
+    ! zeros (t: the initial guess of CG; g = 0: T = 0 on the fixed face), a constant source q
+    allocate(val(row_ptr(n_local + 1) - 1), rhs(n_local), g(n_local), t(n_local), source=0.0_dp, &
+             stat=alloc_stat)
+    call agree_allocation(alloc_stat)
+    allocate(q(n_local), source=p%qvol, stat=alloc_stat)
+    call agree_allocation(alloc_stat)
+
+    ! the serial kernels, on the local elements: the internal rows come out as the serial ones
+    if (any_rank(fem3d_assemble(n_elem, elements, xyz, p%cond, q, row_ptr, col_idx, val, rhs) &
+                 /= 0)) then
+        if (rank == 0) write(error_unit, '(a)') PROG // &
+            ': degenerate elements (det J <= 0): DX DY DZ too small'
+        call stop_all(1)
+    end if
+    call fem3d_face_flux(n_quad, quads, xyz, p%qflux, rhs)
+    call crs_dirichlet(n_local, fixed, g, row_ptr, col_idx, val, rhs)   ! g = 0: T = 0 there
+    max_iter = iteration_limit()
+    iters = pcg_jacobi_mpi(n_internal, n_local, row_ptr, col_idx, val, rhs, t, p%eps, max_iter, &
+                           relres, n_neighbours, neighbours, import_ptr, import_index, &
+                           export_ptr, export_index, comm)
+    if (iters < 0) call out_of_memory()
+
+    if (relres <= p%eps) then
+        exit_status = 0
+    else
+        exit_status = 1
+    end if
+    call print_summary()
+    if (allocated(output_path)) then
+        if (.not. write_output(output_path)) exit_status = 2
+    end if
+    deallocate(local_of, node_ijk, neighbours, import_ptr, import_index, export_ptr, export_index)
+    deallocate(xyz, elements, quads, row_ptr, col_idx, fixed, val, rhs, q, g, t)
+    if (allocated(output_path)) deallocate(output_path)
+    call stop_all(exit_status)
+
+contains
+
+    ! --- MPI: every rank ends the same way -----------------------------------------------------
+
+    ! MPI_Finalize, then exit with `status` (every rank calls it with the same status)
+    subroutine stop_all(status)
+        integer, intent(in) :: status
+
+        call finalize_mpi()
+        if (status /= 0) stop status, quiet=.true.
+        stop
+    end subroutine stop_all
+
+    ! .true. on every rank if `failed` on any rank
+    logical function any_rank(failed)
+        logical, intent(in) :: failed
+        integer :: mine, worst
+
+        mine = merge(1, 0, failed)
+        call MPI_Allreduce(mine, worst, 1, MPI_INTEGER, MPI_MAX, comm)
+        any_rank = worst /= 0
+    end function any_rank
+
+    ! an allocation that failed on one rank stops all of them (the others would wait for it)
+    subroutine agree_allocation(stat)
+        integer, intent(in) :: stat
+
+        if (any_rank(stat /= 0)) call out_of_memory()
+    end subroutine agree_allocation
+
+    subroutine out_of_memory()
+        if (rank == 0) write(error_unit, '(a)') PROG // ': out of memory for NX NY NZ = ' // &
+            c_d(p%nel(1)) // ' ' // c_d(p%nel(2)) // ' ' // c_d(p%nel(3))
+        call stop_all(1)
+    end subroutine out_of_memory
+
+    ! --- input ---------------------------------------------------------------------------------
+
+    ! INPUT and the optional OUTPUT.pvtu from the command line; a usage line and exit 2 otherwise
+    subroutine read_arguments()
+        integer :: arg_len
+        character(len=:), allocatable :: prog_path
+
+        if (command_argument_count() < 1 .or. command_argument_count() > 2) then
+            call get_command_argument(0, length=arg_len)
+            allocate(character(len=arg_len) :: prog_path)
+            call get_command_argument(0, prog_path)
+            if (rank == 0) write(error_unit, '(a)') 'usage: ' // prog_path // ' INPUT [OUTPUT.pvtu]'
+            deallocate(prog_path)
+            call stop_all(2)
+        end if
+        call get_command_argument(1, length=arg_len)
+        allocate(character(len=arg_len) :: input_path)
+        call get_command_argument(1, input_path)
+        if (command_argument_count() == 2) then
+            call get_command_argument(2, length=arg_len)
+            allocate(character(len=arg_len) :: output_path)
+            call get_command_argument(2, output_path)
+        end if
+    end subroutine read_arguments
+
+    ! fem3d's six lines, then PX PY PZ, which must make one block per rank, each with a node
+    function read_input(path) result(pr)
+        character(len=*), intent(in) :: path
+        type(problem) :: pr
+        type(input_file) :: in
+        real(dp) :: material(2), one(1), nnz_estimate
+        integer(int64) :: n_parts
+        integer :: axis
+
+        call input_open(in, PROG, path)
+        call input_ints(in, pr%nel, 'NX NY NZ: number of elements')
+        call input_require_positive(in, real(pr%nel(1), dp), 'NX')
+        call input_require_positive(in, real(pr%nel(2), dp), 'NY')
+        call input_require_positive(in, real(pr%nel(3), dp), 'NZ')
+        ! the nonzeros, in floating point: the product could overflow any integer
+        nnz_estimate = (3.0_dp * pr%nel(1) + 1) * (3.0_dp * pr%nel(2) + 1) &
+                       * (3.0_dp * pr%nel(3) + 1)
+        if (nnz_estimate > huge(1_c_int)) &
+            call input_fail(in, 'mesh too large: more than ' // c_d(huge(1_c_int)) // ' nonzeros')
+        call input_reals(in, pr%size, 'DX DY DZ: element size')
+        call input_require_positive(in, pr%size(1), 'DX')
+        call input_require_positive(in, pr%size(2), 'DY')
+        call input_require_positive(in, pr%size(3), 'DZ')
+        call input_reals(in, material, 'COND QVOL: conductivity, heat source')
+        call input_require_positive(in, material(1), 'COND')
+        pr%cond = material(1)
+        pr%qvol = material(2)
+        call input_reals(in, one, 'QFLUX: heat flux through the face opposite to the fixed one')
+        pr%qflux = one(1)
+        pr%fixed_face = input_choice(in, FACES, 'FIXED: the face with T = 0')
+        call input_reals(in, one, 'EPS: CG tolerance')
+        call input_require_positive(in, one(1), 'EPS')
+        pr%eps = one(1)
+        call input_ints(in, pr%parts, 'PX PY PZ: number of parts along x, y, z')
+        call input_require_positive(in, real(pr%parts(1), dp), 'PX')
+        call input_require_positive(in, real(pr%parts(2), dp), 'PY')
+        call input_require_positive(in, real(pr%parts(3), dp), 'PZ')
+        n_parts = product(int(pr%parts, int64))
+        if (n_parts /= n_ranks) &
+            call input_fail(in, 'PX PY PZ = ' // c_d(pr%parts(1)) // ' ' // c_d(pr%parts(2)) // &
+                                ' ' // c_d(pr%parts(3)) // ' make ' // i64(n_parts) // &
+                                ' parts, but the job has ' // c_d(n_ranks) // ' ranks')
+        do axis = 1, 3
+            if (pr%parts(axis) > pr%nel(axis) + 1) &
+                call input_fail(in, PARTS_NAME(axis) // ' = ' // c_d(pr%parts(axis)) // &
+                                    ' parts but only ' // c_d(pr%nel(axis) + 1) // &
+                                    ' nodes along ' // AXES(axis))
+        end do
+        call input_close(in)
+    end function read_input
+
+    ! like printf("%ld", value)
+    function i64(value) result(text)
+        integer(int64), intent(in) :: value
+        character(len=:), allocatable :: text
+        character(len=24) :: buf
+
+        write(buf, '(i0)') value
+        text = trim(buf)
+    end function i64
+
+    ! --- geometry of the box (as in fem3d_main.f90) ---------------------------------------------
+
+    ! the coordinate axis (1, 2, 3) normal to a face
+    pure integer function axis_of(face)
+        integer(c_int), intent(in) :: face
+
+        axis_of = (face + 1) / 2
+    end function axis_of
+
+    pure integer function opposite(face)
+        integer(c_int), intent(in) :: face
+
+        if (mod(face, 2) == 0) then
+            opposite = face - 1
+        else
+            opposite = face + 1
+        end if
+    end function opposite
+
+    ! index of a node along the axis of `face` at which the face lies: 0 or nel(axis)
+    pure integer function face_index(face)
+        integer(c_int), intent(in) :: face
+
+        if (mod(face, 2) == 0) then
+            face_index = p%nel(axis_of(face))
+        else
+            face_index = 0
+        end if
+    end function face_index
+
+    ! The exact solution at node ijk (indices from 0). s is the distance from the flux face,
+    ! opposite to the fixed one, across a box of thickness Z.
+    pure real(dp) function exact_at(ijk)
+        integer, intent(in) :: ijk(3)
+        integer :: axis, nel
+        real(dp) :: h, z, s
+
+        axis = axis_of(p%fixed_face)
+        nel = p%nel(axis)
+        h = p%size(axis)
+        z = real(nel, dp) * h
+        if (mod(p%fixed_face, 2) == 0) then                 ! fixed on the max side: flux at 0
+            s = real(ijk(axis), dp) * h
+        else
+            s = real(nel - ijk(axis), dp) * h
+        end if
+        exact_at = p%qvol * (z * z - s * s) / (2.0_dp * p%cond) + p%qflux * (z - s) / p%cond
+    end function exact_at
+
+    ! --- the partition and the local numbering -----------------------------------------------
+
+    ! first node index of block b along `axis`: (b (N+1)) / P, in 64 bits (b (N+1) may not fit)
+    pure integer function part_start(b, axis)
+        integer, intent(in) :: b, axis
+
+        part_start = int(int(b, int64) * (p%nel(axis) + 1) / p%parts(axis))
+    end function part_start
+
+    ! this rank's block, its internal nodes first..last, and the node box lo..hi of the elements
+    ! that touch them: one node (one element layer) further where a neighbouring block exists
+    subroutine find_block()
+        integer :: axis
+
+        part = [mod(rank, p%parts(1)), mod(rank / p%parts(1), p%parts(2)), &
+                rank / (p%parts(1) * p%parts(2))]
+        do axis = 1, 3
+            first(axis) = part_start(part(axis), axis)
+            last(axis) = part_start(part(axis) + 1, axis) - 1
+            lo(axis) = max(first(axis) - 1, 0)
+            hi(axis) = min(last(axis) + 1, p%nel(axis))
+        end do
+    end subroutine find_block
+
+    ! The slot (see OWN_SLOT) of the block that owns node ijk of the box lo..hi: along each axis
+    ! the node lies before this block (-1), in it (0) or after it (+1).
+    pure integer function slot_of(ijk)
+        integer, intent(in) :: ijk(3)
+        integer :: d(3), axis
+
+        do axis = 1, 3
+            if (ijk(axis) < first(axis)) then
+                d(axis) = -1
+            else if (ijk(axis) > last(axis)) then
+                d(axis) = 1
+            else
+                d(axis) = 0
+            end if
+        end do
+        slot_of = 1 + (d(1) + 1) + 3 * (d(2) + 1) + 9 * (d(3) + 1)
+    end function slot_of
+
+    ! the direction (dx, dy, dz) of a slot
+    pure function direction(slot) result(d)
+        integer, intent(in) :: slot
+        integer :: d(3)
+
+        d = [mod(slot - 1, 3), mod((slot - 1) / 3, 3), (slot - 1) / 9] - 1
+    end function direction
+
+    ! the rank of the block in the direction of `slot`
+    pure integer function rank_of_slot(slot)
+        integer, intent(in) :: slot
+        integer :: b(3)
+
+        b = part + direction(slot)
+        rank_of_slot = b(1) + p%parts(1) * (b(2) + p%parts(2) * b(3))
+    end function rank_of_slot
+
+    ! Local numbers of the nodes of the box lo..hi: the internal nodes first, then the external
+    ! ones grouped by owner, each group in ascending global number (the box is walked in that
+    ! order, i fastest). The groups go in slot order, which is ascending owner rank: a step in z
+    ! changes the rank by PX PY, one in y by PX, and the at most three blocks met along x differ
+    ! by less than PX.
+    subroutine number_nodes()
+        integer :: next(27), i, j, k, s, n
+
+        slot_count = 0
+        do k = lo(3), hi(3)
+            do j = lo(2), hi(2)
+                do i = lo(1), hi(1)
+                    s = slot_of([i, j, k])
+                    slot_count(s) = slot_count(s) + 1
+                end do
+            end do
+        end do
+        n_internal = slot_count(OWN_SLOT)
+        next(OWN_SLOT) = 1                               ! next local number of each group
+        n = n_internal
+        do s = 1, 27
+            if (s == OWN_SLOT) cycle
+            next(s) = n + 1
+            n = n + slot_count(s)
+        end do
+        n_local = n
+        allocate(local_of(lo(1):hi(1), lo(2):hi(2), lo(3):hi(3)), node_ijk(3, n_local), &
+                 stat=alloc_stat)
+        call agree_allocation(alloc_stat)
+        do k = lo(3), hi(3)
+            do j = lo(2), hi(2)
+                do i = lo(1), hi(1)
+                    s = slot_of([i, j, k])
+                    local_of(i, j, k) = next(s)
+                    node_ijk(:, next(s)) = [i, j, k]
+                    next(s) = next(s) + 1
+                end do
+            end do
+        end do
+    end subroutine number_nodes
+
+    ! The nodes this block sends to the neighbour in direction d, in ascending global number:
+    ! the nodes of this block inside the neighbour's node box, i.e. along each axis all of
+    ! first..last where d = 0, and the one layer next to the neighbour (first or last) otherwise.
+    ! (They are exactly the nodes that the neighbour imports from this rank, in its order.)
+    subroutine export_box(d, from, to)
+        integer, intent(in) :: d(3)
+        integer, intent(out) :: from(3), to(3)
+
+        from = merge(last, first, d > 0)
+        to = merge(first, last, d < 0)
+    end subroutine export_box
+
+    ! neighbours (ascending rank), and for each the external nodes it owns (import: this rank's
+    ! nodes n_internal+1 .. n_local, already grouped by owner) and the internal nodes it needs
+    ! (export)
+    subroutine build_halo_tables()
+        integer :: s, m, k, from(3), to(3), i1, i2, i3, n_export(27)
+
+        n_neighbours = count(slot_count > 0) - 1
+        n_export = 0
+        do s = 1, 27
+            if (s == OWN_SLOT .or. slot_count(s) == 0) cycle
+            call export_box(direction(s), from, to)
+            n_export(s) = product(to - from + 1)
+        end do
+        allocate(neighbours(n_neighbours), import_ptr(n_neighbours + 1), &
+                 import_index(n_local - n_internal), export_ptr(n_neighbours + 1), &
+                 export_index(sum(n_export)), stat=alloc_stat)
+        call agree_allocation(alloc_stat)
+        import_ptr(1) = 1
+        export_ptr(1) = 1
+        m = 0
+        do s = 1, 27
+            if (s == OWN_SLOT .or. slot_count(s) == 0) cycle
+            m = m + 1
+            neighbours(m) = rank_of_slot(s)
+            import_ptr(m + 1) = import_ptr(m) + slot_count(s)
+            export_ptr(m + 1) = export_ptr(m) + n_export(s)
+            call export_box(direction(s), from, to)
+            k = export_ptr(m)
+            do i3 = from(3), to(3)
+                do i2 = from(2), to(2)
+                    do i1 = from(1), to(1)
+                        export_index(k) = local_of(i1, i2, i3)
+                        k = k + 1
+                    end do
+                end do
+            end do
+        end do
+        do k = 1, n_local - n_internal
+            import_index(k) = n_internal + k
+        end do
+    end subroutine build_halo_tables
+
+    ! coordinates and fixed flags of the local nodes; the local elements (those with an internal
+    ! node: the elements lo..hi-1) in ascending global number, with local corner numbers; the
+    ! quads of the flux face among their faces, in the serial program's order
+    subroutine build_local_mesh()
+        integer :: i1, i2, i3, a, e, axis, u, v, iu, iv, c, f, ijk(3), on_face
+        integer, parameter :: STEP(2, 4) = reshape([0, 0, 1, 0, 1, 1, 0, 1], [2, 4])
+
+        axis = axis_of(flux_face)
+        u = mod(axis, 3) + 1
+        v = mod(axis + 1, 3) + 1
+        n_elem = product(hi - lo)
+        n_quad = 0
+        if (face_index(flux_face) >= lo(axis) .and. face_index(flux_face) <= hi(axis)) &
+            n_quad = (hi(u) - lo(u)) * (hi(v) - lo(v))
+        allocate(xyz(3, n_local), fixed(n_local), elements(8, n_elem), quads(4, n_quad), &
+                 stat=alloc_stat)
+        call agree_allocation(alloc_stat)
+
+        on_face = face_index(p%fixed_face)
+        do a = 1, n_local
+            xyz(:, a) = real(node_ijk(:, a), dp) * p%size
+            fixed(a) = merge(1, 0, node_ijk(axis_of(p%fixed_face), a) == on_face)
+        end do
+        e = 0
+        do i3 = lo(3), hi(3) - 1
+            do i2 = lo(2), hi(2) - 1
+                do i1 = lo(1), hi(1) - 1
+                    e = e + 1
+                    do a = 1, 8
+                        ijk = [i1, i2, i3] + CORNER(:, a)
+                        elements(a, e) = local_of(ijk(1), ijk(2), ijk(3))
+                    end do
+                end do
+            end do
+        end do
+        if (n_quad == 0) return
+        f = 0
+        do iv = lo(v), hi(v) - 1
+            do iu = lo(u), hi(u) - 1
+                f = f + 1
+                do c = 1, 4
+                    ijk(axis) = face_index(flux_face)
+                    ijk(u) = iu + STEP(1, c)
+                    ijk(v) = iv + STEP(2, c)
+                    quads(c, f) = local_of(ijk(1), ijk(2), ijk(3))
+                end do
+            end do
+        end do
+    end subroutine build_local_mesh
+
+    ! The CRS pattern of all n_local rows: node (i,j,k) and the nodes (i+di, j+dj, k+dk) of the
+    ! box lo..hi, di, dj, dk in {-1, 0, 1}, dk outermost: an internal row gets all its 27 (or
+    ! fewer at the boundary) columns in the serial order; an external row only those in the box.
+    subroutine build_pattern()
+        integer :: a, pos, ii, jj, kk, from(3), to(3)
+
+        allocate(row_ptr(n_local + 1), stat=alloc_stat)
+        call agree_allocation(alloc_stat)
+        row_ptr(1) = 1
+        do a = 1, n_local
+            from = max(node_ijk(:, a) - 1, lo)
+            to = min(node_ijk(:, a) + 1, hi)
+            row_ptr(a + 1) = row_ptr(a) + product(to - from + 1)
+        end do
+        allocate(col_idx(row_ptr(n_local + 1) - 1), stat=alloc_stat)
+        call agree_allocation(alloc_stat)
+        do a = 1, n_local
+            from = max(node_ijk(:, a) - 1, lo)
+            to = min(node_ijk(:, a) + 1, hi)
+            pos = row_ptr(a)
+            do kk = from(3), to(3)
+                do jj = from(2), to(2)
+                    do ii = from(1), to(1)
+                        col_idx(pos) = local_of(ii, jj, kk)
+                        pos = pos + 1
+                    end do
+                end do
+            end do
+        end do
+    end subroutine build_pattern
+
+    ! CG's iteration limit: 10 times the global number of unknowns, if it fits
+    integer function iteration_limit()
+        integer(int64) :: n
+
+        n = product(int(p%nel, int64) + 1)
+        iteration_limit = int(min(10_int64 * n, int(huge(iteration_limit), int64)))
+    end function iteration_limit
+
+    ! --- output --------------------------------------------------------------------------------
+
+    ! fem3d's summary with global numbers (sums, minima, maxima over the ranks) and a line on the
+    ! partition, from rank 0
+    subroutine print_summary()
+        integer :: mine(3), sums(3), mins(1), maxs(2), a
+        real(dp) :: local_max(3), global_max(3)
+        character(len=:), allocatable :: status_text
+
+        ! sums: unknowns, nonzeros of the internal rows, external nodes
+        mine = [n_internal, row_ptr(n_internal + 1) - 1, n_local - n_internal]
+        call MPI_Allreduce(mine, sums, 3, MPI_INTEGER, MPI_SUM, comm)
+        call MPI_Allreduce([n_internal], mins, 1, MPI_INTEGER, MPI_MIN, comm)
+        call MPI_Allreduce([n_internal, n_neighbours], maxs, 2, MPI_INTEGER, MPI_MAX, comm)
+        ! max T, max exact T, max nodal error over the internal nodes
+        local_max = [-huge(1.0_dp), -huge(1.0_dp), 0.0_dp]
+        do a = 1, n_internal
+            local_max(1) = max(local_max(1), t(a))
+            local_max(2) = max(local_max(2), exact_at(node_ijk(:, a)))
+            local_max(3) = max(local_max(3), abs(t(a) - exact_at(node_ijk(:, a))))
+        end do
+        call MPI_Allreduce(local_max, global_max, 3, MPI_DOUBLE_PRECISION, MPI_MAX, comm)
+        if (rank /= 0) return
+
+        if (relres <= p%eps) then
+            status_text = 'converged'
+        else
+            status_text = 'NOT converged'
+        end if
+        write(output_unit, '(a)') 'fem3d_mpi (Fortran): ' // c_d(p%nel(1)) // ' x ' // &
+            c_d(p%nel(2)) // ' x ' // c_d(p%nel(3)) // ' elements, ' // c_d(sums(1)) // &
+            ' unknowns, ' // c_d(sums(2)) // ' nonzeros'
+        write(output_unit, '(a)') '  T = 0 on ' // FACES(p%fixed_face) // ', heat flux ' // &
+            c_g(p%qflux, 6) // ' into ' // FACES(flux_face) // ', source ' // c_g(p%qvol, 6) // &
+            ', conductivity ' // c_g(p%cond, 6)
+        write(output_unit, '(a)') '  CG: ' // c_d(iters) // ' iterations, relative residual ' // &
+            c_e(relres, 3) // ' (' // status_text // ')'
+        write(output_unit, '(a)') '  max T = ' // c_g(global_max(1), 10) // '   should be ' // &
+            c_g(global_max(2), 10)
+        write(output_unit, '(a)') '  max nodal error ' // c_e(global_max(3), 3) // &
+            ' (should be near round-off and the CG tolerance: the elements are nodally exact here)'
+        ! every external node is received once per exchange: 8 bytes each
+        write(output_unit, '(a)') '  ranks ' // c_d(n_ranks) // ' (' // c_d(p%parts(1)) // &
+            ' x ' // c_d(p%parts(2)) // ' x ' // c_d(p%parts(3)) // &
+            ' blocks), internal nodes per rank min ' // c_d(mins(1)) // ' max ' // c_d(maxs(1)) // &
+            ', neighbours max ' // c_d(maxs(2)) // ', external nodes total ' // c_d(sums(3)) // &
+            ', bytes per exchange ' // i64(8_int64 * sums(3))
+        deallocate(status_text)
+    end subroutine print_summary
+
+    ! The pieces STEM_r.vtu (every rank) and OUTPUT.pvtu (rank 0), STEM = OUTPUT without ".pvtu".
+    ! A file that cannot be written: one line from the first rank that failed, .false. on every
+    ! rank. The halo exchange first makes the temperature right in the external nodes too.
+    logical function write_output(path)
+        character(len=*), intent(in) :: path
+        character(len=:), allocatable :: stem, piece, message
+        real(dp), allocatable, asynchronous :: send_buf(:), recv_buf(:)
+        integer :: first_failed
+
+        allocate(send_buf(export_ptr(n_neighbours + 1) - 1), &
+                 recv_buf(import_ptr(n_neighbours + 1) - 1), stat=alloc_stat)
+        call agree_allocation(alloc_stat)
+        call halo_exchange(n_neighbours, neighbours, import_ptr, import_index, export_ptr, &
+                           export_index, t, send_buf, recv_buf, comm)
+        stem = path
+        if (len(stem) >= 5) then
+            if (stem(len(stem) - 4:) == '.pvtu') stem = stem(:len(stem) - 5)
+        end if
+        piece = stem // '_' // c_d(rank) // '.vtu'
+        message = ''
+        if (rank == 0) call write_pvtu(path, base_name(stem), message)
+        if (len(message) == 0) call write_piece(piece, message)
+        ! the lowest rank that failed reports (n_ranks: none failed)
+        call MPI_Allreduce(merge(rank, n_ranks, len(message) > 0), first_failed, 1, MPI_INTEGER, &
+                           MPI_MIN, comm)
+        write_output = first_failed == n_ranks
+        if (rank == first_failed) write(error_unit, '(a)') message
+        if (write_output .and. rank == 0) &
+            write(output_unit, '(a)') '  wrote ' // path // ' and ' // c_d(n_ranks) // ' pieces'
+    end function write_output
+
+    ! the file name without its folder
+    function base_name(path) result(name)
+        character(len=*), intent(in) :: path
+        character(len=:), allocatable :: name
+
+        name = path(index(path, '/', back=.true.) + 1:)
+    end function base_name
+
+    ! The parallel file: the arrays' names and types, and one piece per rank (names relative to
+    ! the folder of the .pvtu, where the pieces are). message: '' or why it failed.
+    subroutine write_pvtu(path, stem_name, message)
+        character(len=*), intent(in) :: path, stem_name
+        character(len=:), allocatable, intent(inout) :: message
+        character(len=512) :: msg
+        integer :: unit, ios, r
+
+        open(newunit=unit, file=path, status='replace', action='write', iostat=ios, iomsg=msg)
+        if (ios /= 0) then
+            message = write_error(path, msg)
+            return
+        end if
+        write(unit, '(a)') '<?xml version="1.0"?>', &
+            '<VTKFile type="PUnstructuredGrid" version="0.1" byte_order="LittleEndian">', &
+            '<PUnstructuredGrid GhostLevel="0">', &
+            '<PPointData Scalars="temperature">', &
+            '<PDataArray type="Float64" Name="temperature"/>', &
+            '</PPointData>', &
+            '<PCellData Scalars="rank">', &
+            '<PDataArray type="Int32" Name="rank"/>', &
+            '</PCellData>', &
+            '<PPoints>', &
+            '<PDataArray type="Float64" NumberOfComponents="3"/>', &
+            '</PPoints>'
+        do r = 0, n_ranks - 1
+            write(unit, '(a)') '<Piece Source="' // stem_name // '_' // c_d(r) // '.vtu"/>'
+        end do
+        write(unit, '(a)') '</PUnstructuredGrid>', '</VTKFile>'
+        close(unit, iostat=ios, iomsg=msg)
+        if (ios /= 0) message = write_error(path, msg)
+    end subroutine write_pvtu
+
+    ! This rank's piece: all its local nodes, with the temperature, and the local elements it owns
+    ! (those whose corner 1 is internal: every element is in exactly one piece), with the rank.
+    subroutine write_piece(path, message)
+        character(len=*), intent(in) :: path
+        character(len=:), allocatable, intent(inout) :: message
+        character(len=512) :: msg
+        character(len=:), allocatable :: line
+        integer :: unit, ios, a, e, k, n_owned
+
+        n_owned = 0
+        do e = 1, n_elem
+            if (elements(1, e) <= n_internal) n_owned = n_owned + 1
+        end do
+        open(newunit=unit, file=path, status='replace', action='write', iostat=ios, iomsg=msg)
+        if (ios /= 0) then
+            message = write_error(path, msg)
+            return
+        end if
+        write(unit, '(a)') '<?xml version="1.0"?>', &
+            '<VTKFile type="UnstructuredGrid" version="0.1" byte_order="LittleEndian">', &
+            '<UnstructuredGrid>', &
+            '<Piece NumberOfPoints="' // c_d(n_local) // '" NumberOfCells="' // &
+            c_d(n_owned) // '">', &
+            '<PointData Scalars="temperature">', &
+            '<DataArray type="Float64" Name="temperature" format="ascii">'
+        do a = 1, n_local
+            write(unit, '(a)') c_g(t(a), 15)
+        end do
+        write(unit, '(a)') '</DataArray>', '</PointData>', &
+            '<CellData Scalars="rank">', &
+            '<DataArray type="Int32" Name="rank" format="ascii">'
+        do e = 1, n_owned
+            write(unit, '(a)') c_d(rank)
+        end do
+        write(unit, '(a)') '</DataArray>', '</CellData>', '<Points>', &
+            '<DataArray type="Float64" NumberOfComponents="3" format="ascii">'
+        do a = 1, n_local
+            write(unit, '(a)') c_g(xyz(1, a), 15) // ' ' // c_g(xyz(2, a), 15) // ' ' // &
+                               c_g(xyz(3, a), 15)
+        end do
+        write(unit, '(a)') '</DataArray>', '</Points>', '<Cells>', &
+            '<DataArray type="Int32" Name="connectivity" format="ascii">'
+        do e = 1, n_elem                                 ! VTK counts points from 0
+            if (elements(1, e) > n_internal) cycle
+            line = c_d(elements(1, e) - 1)
+            do k = 2, 8
+                line = line // ' ' // c_d(elements(k, e) - 1)
+            end do
+            write(unit, '(a)') line
+        end do
+        write(unit, '(a)') '</DataArray>', &
+            '<DataArray type="Int32" Name="offsets" format="ascii">'
+        do e = 1, n_owned
+            write(unit, '(a)') c_d(8 * e)
+        end do
+        write(unit, '(a)') '</DataArray>', &
+            '<DataArray type="UInt8" Name="types" format="ascii">'
+        do e = 1, n_owned                                ! 12: VTK's hexahedron
+            write(unit, '(a)') '12'
+        end do
+        write(unit, '(a)') '</DataArray>', '</Cells>', '</Piece>', &
+            '</UnstructuredGrid>', '</VTKFile>'
+        close(unit, iostat=ios, iomsg=msg)
+        if (ios /= 0) message = write_error(path, msg)
+    end subroutine write_piece
+
+    ! "fem3d_mpi_f: PATH: cannot write output file: REASON", REASON as C's strerror(errno) says it
+    ! (gfortran's message reads "Cannot open file 'PATH': REASON")
+    function write_error(path, msg) result(line)
+        character(len=*), intent(in) :: path, msg
+        character(len=:), allocatable :: line, reason
+        integer :: k
+
+        reason = trim(msg)
+        k = index(reason, "': ", back=.true.)
+        if (k > 0) reason = reason(k + 3:)
+        line = PROG // ': ' // path // ': cannot write output file: ' // reason
+    end function write_error
+
+end program fem3d_mpi
