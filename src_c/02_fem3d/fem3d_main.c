@@ -23,43 +23,17 @@
 #include <string.h>
 
 #include "course.h"
+#include "fem3d_problem.h"
 #include "input.h"
 
-static const char *const FACES[6] = {"xmin", "xmax", "ymin", "ymax", "zmin", "zmax"};
-
-typedef struct {
-    int nel[3];          /* elements in x, y, z */
-    double size[3];      /* element size in x, y, z */
-    double cond, qvol, qflux, eps;
-    int fixed_face;      /* index into FACES: axis = face / 2, the max side if face is odd */
-} problem;
+typedef fem3d_problem problem;
 
 static problem read_input(const char *path)
 {
     problem p;
     input_file in;
     input_open(&in, "fem3d", path);
-    input_ints(&in, 3, p.nel, "NX NY NZ: number of elements");
-    input_require_positive(&in, p.nel[0], "NX");
-    input_require_positive(&in, p.nel[1], "NY");
-    input_require_positive(&in, p.nel[2], "NZ");
-    /* the nonzeros, in floating point: the product could overflow any integer */
-    double nnz = (3.0 * p.nel[0] + 1) * (3.0 * p.nel[1] + 1) * (3.0 * p.nel[2] + 1);
-    if (nnz > INT_MAX)
-        input_fail(&in, "mesh too large: more than %d nonzeros", INT_MAX);
-    input_reals(&in, 3, p.size, "DX DY DZ: element size");
-    input_require_positive(&in, p.size[0], "DX");
-    input_require_positive(&in, p.size[1], "DY");
-    input_require_positive(&in, p.size[2], "DZ");
-    double material[2];
-    input_reals(&in, 2, material, "COND QVOL: conductivity, heat source");
-    input_require_positive(&in, material[0], "COND");
-    p.cond = material[0];
-    p.qvol = material[1];
-    input_reals(&in, 1, &p.qflux, "QFLUX: heat flux through the face opposite to the fixed one");
-    p.fixed_face = input_choice(&in, 6, FACES, "FIXED: the face with T = 0");
-    input_reals(&in, 1, &p.eps, "EPS: CG tolerance");
-    input_require_positive(&in, p.eps, "EPS");
+    fem3d_read_problem(&in, &p);
     input_close(&in);
     return p;
 }
@@ -128,20 +102,14 @@ static long face_quads(const problem *p, int face, int *restrict quads)
     return f;
 }
 
-/* The exact solution at every node. s is the distance from the flux face, opposite to the fixed
- * one, across a box of thickness Z. */
+/* The exact solution at every node */
 static void exact_solution(const problem *p, double *restrict t_exact)
 {
-    const int axis = p->fixed_face / 2, n = p->nel[axis];
-    const double h = p->size[axis], z = n * h;
     int i[3];
     for (i[2] = 0; i[2] <= p->nel[2]; i[2]++)
         for (i[1] = 0; i[1] <= p->nel[1]; i[1]++)
-            for (i[0] = 0; i[0] <= p->nel[0]; i[0]++) {
-                double s = (p->fixed_face % 2 ? i[axis] : n - i[axis]) * h;
-                t_exact[node_number(p, i)] = p->qvol * (z * z - s * s) / (2.0 * p->cond)
-                                             + p->qflux * (z - s) / p->cond;
-            }
+            for (i[0] = 0; i[0] <= p->nel[0]; i[0]++)
+                t_exact[node_number(p, i)] = fem3d_exact_at(p, i);
 }
 
 /* 0/1 flags of the nodes on the fixed face */
@@ -255,7 +223,7 @@ int main(int argc, char **argv)
     printf("fem3d (C): %d x %d x %d elements, %ld unknowns, %ld nonzeros\n", p.nel[0], p.nel[1],
            p.nel[2], n, nnz);
     printf("  T = 0 on %s, heat flux %g into %s, source %g, conductivity %g\n",
-           FACES[p.fixed_face], p.qflux, FACES[flux_face], p.qvol, p.cond);
+           FEM3D_FACES[p.fixed_face], p.qflux, FEM3D_FACES[flux_face], p.qvol, p.cond);
     printf("  CG: %d iterations, relative residual %.3e (%s)\n", iters, relres,
            relres <= p.eps ? "converged" : "NOT converged");
     printf("  max T = %.10g   should be %.10g\n", max_of(n, t), max_of(n, t_exact));

@@ -29,19 +29,16 @@
 #include <string.h>
 
 #include "course.h"
+#include "fem3d_problem.h"
 #include "halo.h"
 #include "input.h"
 
 #define PROG "fem3d_mpi_c"
 
-static const char *const FACES[6] = {"xmin", "xmax", "ymin", "ymax", "zmin", "zmax"};
 static const char *const PART_NAMES[3] = {"PX", "PY", "PZ"};
 
 typedef struct {
-    int nel[3];          /* elements in x, y, z */
-    double size[3];      /* element size in x, y, z */
-    double cond, qvol, qflux, eps;
-    int fixed_face;      /* index into FACES: axis = face / 2, the max side if face is odd */
+    fem3d_problem fem;   /* fem3d's six lines */
     int parts[3];        /* PX PY PZ */
 } problem;
 
@@ -51,27 +48,7 @@ static problem read_input(const char *path, int n_ranks)
     problem p;
     input_file in;
     input_open(&in, PROG, path);
-    input_ints(&in, 3, p.nel, "NX NY NZ: number of elements");
-    input_require_positive(&in, p.nel[0], "NX");
-    input_require_positive(&in, p.nel[1], "NY");
-    input_require_positive(&in, p.nel[2], "NZ");
-    /* the nonzeros, in floating point: the product could overflow any integer */
-    double nnz = (3.0 * p.nel[0] + 1) * (3.0 * p.nel[1] + 1) * (3.0 * p.nel[2] + 1);
-    if (nnz > INT_MAX)
-        input_fail(&in, "mesh too large: more than %d nonzeros", INT_MAX);
-    input_reals(&in, 3, p.size, "DX DY DZ: element size");
-    input_require_positive(&in, p.size[0], "DX");
-    input_require_positive(&in, p.size[1], "DY");
-    input_require_positive(&in, p.size[2], "DZ");
-    double material[2];
-    input_reals(&in, 2, material, "COND QVOL: conductivity, heat source");
-    input_require_positive(&in, material[0], "COND");
-    p.cond = material[0];
-    p.qvol = material[1];
-    input_reals(&in, 1, &p.qflux, "QFLUX: heat flux through the face opposite to the fixed one");
-    p.fixed_face = input_choice(&in, 6, FACES, "FIXED: the face with T = 0");
-    input_reals(&in, 1, &p.eps, "EPS: CG tolerance");
-    input_require_positive(&in, p.eps, "EPS");
+    fem3d_read_problem(&in, &p.fem);
     input_ints(&in, 3, p.parts, "PX PY PZ: number of parts along x, y, z");
     for (int d = 0; d < 3; d++)
         input_require_positive(&in, p.parts[d], PART_NAMES[d]);
@@ -80,9 +57,9 @@ static problem read_input(const char *path, int n_ranks)
         input_fail(&in, "PX PY PZ = %d %d %d make %.0f parts, but the job has %d ranks",
                    p.parts[0], p.parts[1], p.parts[2], n_parts, n_ranks);
     for (int d = 0; d < 3; d++)
-        if (p.parts[d] > p.nel[d] + 1)
+        if (p.parts[d] > p.fem.nel[d] + 1)
             input_fail(&in, "%s = %d parts but only %d nodes along %c", PART_NAMES[d], p.parts[d],
-                       p.nel[d] + 1, "xyz"[d]);
+                       p.fem.nel[d] + 1, "xyz"[d]);
     input_close(&in);
     return p;
 }
@@ -106,7 +83,7 @@ static box owned_box(const problem *p, const int part[3])
 {
     box b;
     for (int d = 0; d < 3; d++) {
-        long n_nodes = p->nel[d] + 1;
+        long n_nodes = p->fem.nel[d] + 1;
         b.lo[d] = (int)(part[d] * n_nodes / p->parts[d]);
         b.hi[d] = (int)((part[d] + 1) * n_nodes / p->parts[d]);
     }
@@ -120,7 +97,7 @@ static box grown_box(const problem *p, const box *b)
     box g;
     for (int d = 0; d < 3; d++) {
         g.lo[d] = b->lo[d] > 0 ? b->lo[d] - 1 : 0;
-        g.hi[d] = b->hi[d] <= p->nel[d] ? b->hi[d] + 1 : p->nel[d] + 1;
+        g.hi[d] = b->hi[d] <= p->fem.nel[d] ? b->hi[d] + 1 : p->fem.nel[d] + 1;
     }
     return g;
 }
@@ -176,9 +153,9 @@ static void plan_local_mesh(const problem *p, int rank, local_mesh *m)
     }
     m->n_elem = (int)box_count(&m->elem);
 
-    const int flux_face = p->fixed_face ^ 1, axis = flux_face / 2;
-    const int layer = flux_face % 2 ? p->nel[axis] - 1 : 0;     /* the elements at the face */
-    box face_layer = {{0, 0, 0}, {p->nel[0], p->nel[1], p->nel[2]}};
+    const int flux_face = p->fem.fixed_face ^ 1, axis = flux_face / 2;
+    const int layer = flux_face % 2 ? p->fem.nel[axis] - 1 : 0; /* the elements at the face */
+    box face_layer = {{0, 0, 0}, {p->fem.nel[0], p->fem.nel[1], p->fem.nel[2]}};
     face_layer.lo[axis] = layer;
     face_layer.hi[axis] = layer + 1;
     box on_face = intersection(&m->elem, &face_layer);    /* empty if the block is not there */
@@ -313,12 +290,13 @@ static void build_local_elements(local_mesh *m)
 static void build_local_flux_quads(const problem *p, local_mesh *m)
 {
     static const int STEP[4][2] = {{0, 0}, {1, 0}, {1, 1}, {0, 1}};
-    const int face = p->fixed_face ^ 1, axis = face / 2, u = (axis + 1) % 3, v = (axis + 2) % 3;
+    const int face = p->fem.fixed_face ^ 1, axis = face / 2;
+    const int u = (axis + 1) % 3, v = (axis + 2) % 3;
     if (m->n_quad == 0)
         return;
     int i[3];
     long f = 0;
-    i[axis] = face % 2 ? p->nel[axis] : 0;
+    i[axis] = face % 2 ? p->fem.nel[axis] : 0;
     for (i[v] = m->elem.lo[v]; i[v] < m->elem.hi[v]; i[v]++)
         for (i[u] = m->elem.lo[u]; i[u] < m->elem.hi[u]; i[u]++, f++)
             for (int c = 0; c < 4; c++) {
@@ -398,21 +376,18 @@ static void local_pattern(const local_mesh *m, int *restrict row_ptr, int *restr
 }
 /* [local_pattern] */
 
-/* coordinates, source, fixed flags and the exact solution (see fem3d_main.c) at the local nodes */
+/* coordinates, source, fixed flags and the exact solution at the local nodes */
 static void local_node_data(const problem *p, const local_mesh *m, local_system *s)
 {
-    const int axis = p->fixed_face / 2, n = p->nel[axis];
-    const int on_fixed_face = p->fixed_face % 2 ? n : 0;
-    const double h = p->size[axis], z = n * h;
+    const int axis = p->fem.fixed_face / 2;
+    const int on_fixed_face = p->fem.fixed_face % 2 ? p->fem.nel[axis] : 0;
     for (int a = 0; a < m->n_local; a++) {
         const int *i = m->grid + 3L * a;
         for (int d = 0; d < 3; d++)
-            s->xyz[3L * a + d] = i[d] * p->size[d];
-        s->q[a] = p->qvol;
+            s->xyz[3L * a + d] = i[d] * p->fem.size[d];
+        s->q[a] = p->fem.qvol;
         s->fixed[a] = i[axis] == on_fixed_face;
-        double dist = (p->fixed_face % 2 ? i[axis] : n - i[axis]) * h;  /* from the flux face */
-        s->t_exact[a] = p->qvol * (z * z - dist * dist) / (2.0 * p->cond)
-                        + p->qflux * (z - dist) / p->cond;
+        s->t_exact[a] = fem3d_exact_at(&p->fem, i);
     }
 }
 
@@ -560,7 +535,7 @@ static double max_of(long n, const double *restrict v)
 static void print_summary(const problem *p, const local_mesh *m, const local_system *s, int iters,
                           double relres, int rank, int n_ranks)
 {
-    const int n = m->n_internal, flux_face = p->fixed_face ^ 1;
+    const int n = m->n_internal, flux_face = p->fem.fixed_face ^ 1;
     double err = 0.0;
     for (int a = 0; a < n; a++)
         err = fmax(err, fabs(s->t[a] - s->t_exact[a]));
@@ -573,12 +548,13 @@ static void print_summary(const problem *p, const local_mesh *m, const local_sys
     MPI_Allreduce(local_sums, global_sums, 3, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank != 0)
         return;
-    printf("fem3d_mpi (C): %d x %d x %d elements, %ld unknowns, %ld nonzeros\n", p->nel[0],
-           p->nel[1], p->nel[2], global_sums[0], global_sums[1]);
+    printf("fem3d_mpi (C): %d x %d x %d elements, %ld unknowns, %ld nonzeros\n", p->fem.nel[0],
+           p->fem.nel[1], p->fem.nel[2], global_sums[0], global_sums[1]);
     printf("  T = 0 on %s, heat flux %g into %s, source %g, conductivity %g\n",
-           FACES[p->fixed_face], p->qflux, FACES[flux_face], p->qvol, p->cond);
+           FEM3D_FACES[p->fem.fixed_face], p->fem.qflux, FEM3D_FACES[flux_face], p->fem.qvol,
+           p->fem.cond);
     printf("  CG: %d iterations, relative residual %.3e (%s)\n", iters, relres,
-           relres <= p->eps ? "converged" : "NOT converged");
+           relres <= p->fem.eps ? "converged" : "NOT converged");
     printf("  max T = %.10g   should be %.10g\n", global_max[0], global_max[1]);
     printf("  max nodal error %.3e (should be near round-off and the CG tolerance: the elements"
            " are nodally exact here)\n", global_max[2]);
@@ -607,7 +583,8 @@ static void report(int rank, const char *fmt, ...)
 
 static int out_of_memory(const problem *p, int rank)
 {
-    report(rank, "out of memory for NX NY NZ = %d %d %d", p->nel[0], p->nel[1], p->nel[2]);
+    report(rank, "out of memory for NX NY NZ = %d %d %d", p->fem.nel[0], p->fem.nel[1],
+           p->fem.nel[2]);
     return 1;
 }
 
@@ -623,20 +600,20 @@ static int solve(const problem *p, local_mesh *m, local_system *s, const char *o
     local_node_data(p, m, s);
 
     /* the unchanged serial kernels on the local elements, quads and rows */
-    int bad = fem3d_assemble(m->n_elem, m->elements, s->xyz, p->cond, s->q, s->row_ptr,
+    int bad = fem3d_assemble(m->n_elem, m->elements, s->xyz, p->fem.cond, s->q, s->row_ptr,
                              s->col_idx, s->val, s->rhs);
     if (on_any_rank(bad != 0)) {
         report(rank, "degenerate elements (det J <= 0): DX DY DZ too small");
         return 1;
     }
-    fem3d_face_flux(m->n_quad, m->quads, s->xyz, p->qflux, s->rhs);
+    fem3d_face_flux(m->n_quad, m->quads, s->xyz, p->fem.qflux, s->rhs);
     crs_dirichlet(m->n_local, s->fixed, s->g, s->row_ptr, s->col_idx, s->val, s->rhs);  /* g = 0 */
 
-    const long n_global = (long)(p->nel[0] + 1) * (p->nel[1] + 1) * (p->nel[2] + 1);
+    const long n_global = (long)(p->fem.nel[0] + 1) * (p->fem.nel[1] + 1) * (p->fem.nel[2] + 1);
     const int max_iter = 10 * n_global <= INT_MAX ? 10 * (int)n_global : INT_MAX;
     double relres;
     int iters = pcg_jacobi_mpi(m->n_internal, m->n_local, s->row_ptr, s->col_idx, s->val, s->rhs,
-                               s->t, p->eps, max_iter, &relres, m->n_neighbours, m->neighbours,
+                               s->t, p->fem.eps, max_iter, &relres, m->n_neighbours, m->neighbours,
                                m->import_ptr, m->import_index, m->export_ptr, m->export_index,
                                MPI_COMM_WORLD);
     if (iters < 0)
@@ -645,7 +622,7 @@ static int solve(const problem *p, local_mesh *m, local_system *s, const char *o
     halo_exchange(m->n_neighbours, m->neighbours, m->import_ptr, m->import_index, m->export_ptr,
                   m->export_index, s->t, s->send_buf, s->recv_buf, MPI_COMM_WORLD);
     print_summary(p, m, s, iters, relres, rank, n_ranks);
-    int status = relres <= p->eps ? 0 : 1;
+    int status = relres <= p->fem.eps ? 0 : 1;
     if (output != NULL) {
         if (write_output(output, m, s, rank, n_ranks) != 0)
             status = 2;

@@ -22,19 +22,12 @@ program fem3d
     use course_fem3d, only: fem3d_pattern, fem3d_assemble, fem3d_face_flux
     use course_crs, only: crs_dirichlet
     use course_cg, only: pcg_jacobi
-    use course_input, only: input_file, input_open, input_close, input_ints, input_reals, &
-                            input_require_positive, input_choice, input_fail
+    use course_input, only: input_file, input_open, input_close
+    use course_fem3d_problem, only: problem => fem3d_problem, FACES, fem3d_read_problem, axis_of, &
+                                    opposite, face_index, exact_at
     use course_cformat, only: c_d, c_e, c_g
     implicit none
     integer, parameter :: dp = c_double
-    character(len=4), parameter :: FACES(6) = ['xmin', 'xmax', 'ymin', 'ymax', 'zmin', 'zmax']
-
-    type :: problem
-        integer :: nel(3)           ! elements in x, y, z
-        real(dp) :: size(3)         ! element size in x, y, z
-        real(dp) :: cond, qvol, qflux, eps
-        integer :: fixed_face       ! index into FACES: axis (face + 1) / 2, the max side if even
-    end type problem
 
     type(problem) :: p
     character(len=:), allocatable :: input_path, output_path
@@ -145,62 +138,11 @@ contains
         character(len=*), intent(in) :: path
         type(problem) :: pr
         type(input_file) :: in
-        real(dp) :: material(2), one(1), nnz_estimate
 
         call input_open(in, 'fem3d', path)
-        call input_ints(in, pr%nel, 'NX NY NZ: number of elements')
-        call input_require_positive(in, real(pr%nel(1), dp), 'NX')
-        call input_require_positive(in, real(pr%nel(2), dp), 'NY')
-        call input_require_positive(in, real(pr%nel(3), dp), 'NZ')
-        ! the nonzeros, in floating point: the product could overflow any integer
-        nnz_estimate = (3.0_dp * pr%nel(1) + 1) * (3.0_dp * pr%nel(2) + 1) &
-                       * (3.0_dp * pr%nel(3) + 1)
-        if (nnz_estimate > huge(1_c_int)) &
-            call input_fail(in, 'mesh too large: more than ' // c_d(huge(1_c_int)) // ' nonzeros')
-        call input_reals(in, pr%size, 'DX DY DZ: element size')
-        call input_require_positive(in, pr%size(1), 'DX')
-        call input_require_positive(in, pr%size(2), 'DY')
-        call input_require_positive(in, pr%size(3), 'DZ')
-        call input_reals(in, material, 'COND QVOL: conductivity, heat source')
-        call input_require_positive(in, material(1), 'COND')
-        pr%cond = material(1)
-        pr%qvol = material(2)
-        call input_reals(in, one, 'QFLUX: heat flux through the face opposite to the fixed one')
-        pr%qflux = one(1)
-        pr%fixed_face = input_choice(in, FACES, 'FIXED: the face with T = 0')
-        call input_reals(in, one, 'EPS: CG tolerance')
-        call input_require_positive(in, one(1), 'EPS')
-        pr%eps = one(1)
+        call fem3d_read_problem(in, pr)
         call input_close(in)
     end function read_input
-
-    ! the coordinate axis (1, 2, 3) normal to a face
-    pure integer function axis_of(face)
-        integer(c_int), intent(in) :: face
-
-        axis_of = (face + 1) / 2
-    end function axis_of
-
-    pure integer function opposite(face)
-        integer(c_int), intent(in) :: face
-
-        if (mod(face, 2) == 0) then
-            opposite = face - 1
-        else
-            opposite = face + 1
-        end if
-    end function opposite
-
-    ! index of a node along the axis of `face` at which the face lies: 0 or nel(axis)
-    pure integer function face_index(face)
-        integer(c_int), intent(in) :: face
-
-        if (mod(face, 2) == 0) then
-            face_index = p%nel(axis_of(face))
-        else
-            face_index = 0
-        end if
-    end function face_index
 
     ! global number of node (ijk(1), ijk(2), ijk(3)), each index counted from 0
     pure integer function node_number(ijk)
@@ -257,7 +199,7 @@ contains
             do iu = 0, p%nel(u) - 1
                 f = f + 1
                 do c = 1, 4
-                    corner(axis) = face_index(face)
+                    corner(axis) = face_index(p, face)
                     corner(u) = iu + STEP(1, c)
                     corner(v) = iv + STEP(2, c)
                     quads_out(c, f) = node_number(corner)
@@ -266,28 +208,16 @@ contains
         end do
     end subroutine face_quads
 
-    ! The exact solution at every node. s is the distance from the flux face, opposite to the fixed
-    ! one, across a box of thickness Z.
+    ! the exact solution at every node
     subroutine exact_solution(t_out)
         real(dp), intent(out) :: t_out(:)
-        integer :: axis, nel, ijk(3), i1, i2, i3
-        real(dp) :: h, z, s
+        integer :: ijk(3), i1, i2, i3
 
-        axis = axis_of(p%fixed_face)
-        nel = p%nel(axis)
-        h = p%size(axis)
-        z = real(nel, dp) * h
         do i3 = 0, p%nel(3)
             do i2 = 0, p%nel(2)
                 do i1 = 0, p%nel(1)
                     ijk = [i1, i2, i3]
-                    if (mod(p%fixed_face, 2) == 0) then     ! fixed on the max side: flux at 0
-                        s = real(ijk(axis), dp) * h
-                    else
-                        s = real(nel - ijk(axis), dp) * h
-                    end if
-                    t_out(node_number(ijk)) = p%qvol * (z * z - s * s) / (2.0_dp * p%cond) &
-                                              + p%qflux * (z - s) / p%cond
+                    t_out(node_number(ijk)) = exact_at(p, ijk)
                 end do
             end do
         end do
@@ -299,7 +229,7 @@ contains
         integer :: axis, on_face, ijk(3), i1, i2, i3
 
         axis = axis_of(p%fixed_face)
-        on_face = face_index(p%fixed_face)
+        on_face = face_index(p, p%fixed_face)
         do i3 = 0, p%nel(3)
             do i2 = 0, p%nel(2)
                 do i1 = 0, p%nel(1)

@@ -46,15 +46,15 @@ program fem3d_mpi
     use course_fem3d, only: fem3d_assemble, fem3d_face_flux
     use course_crs, only: crs_dirichlet
     use course_halo, only: halo_exchange, pcg_jacobi_mpi
-    use course_input, only: input_file, input_open, input_close, input_ints, input_reals, &
-                            input_require_positive, input_choice, input_fail, input_quiet, &
-                            input_before_exit
+    use course_input, only: input_file, input_open, input_close, input_ints, &
+                            input_require_positive, input_fail, input_quiet, input_before_exit
+    use course_fem3d_problem, only: fem3d_problem, FACES, fem3d_read_problem, axis_of, opposite, &
+                                    face_index, exact_at
     use course_cformat, only: c_d, c_e, c_g
     use fem3d_mpi_exit, only: finalize_mpi
     implicit none
     integer, parameter :: dp = c_double
     character(len=*), parameter :: PROG = 'fem3d_mpi_f'
-    character(len=4), parameter :: FACES(6) = ['xmin', 'xmax', 'ymin', 'ymax', 'zmin', 'zmax']
     character(len=1), parameter :: AXES(3) = ['x', 'y', 'z']
     character(len=2), parameter :: PARTS_NAME(3) = ['PX', 'PY', 'PZ']
     ! the corners of an element (i, j, k): the bottom face counter-clockwise, then the top face
@@ -64,11 +64,7 @@ program fem3d_mpi
     ! slot = 1 + (dx+1) + 3 (dy+1) + 9 (dz+1); slot 14 is this block itself.
     integer, parameter :: OWN_SLOT = 14
 
-    type :: problem
-        integer :: nel(3)           ! elements in x, y, z
-        real(dp) :: size(3)         ! element size in x, y, z
-        real(dp) :: cond, qvol, qflux, eps
-        integer :: fixed_face       ! index into FACES: axis (face + 1) / 2, the max side if even
+    type, extends(fem3d_problem) :: problem     ! fem3d's six lines, and line 7
         integer :: parts(3)         ! PX PY PZ
     end type problem
 
@@ -215,34 +211,11 @@ contains
         character(len=*), intent(in) :: path
         type(problem) :: pr
         type(input_file) :: in
-        real(dp) :: material(2), one(1), nnz_estimate
         integer(int64) :: n_parts
         integer :: axis
 
         call input_open(in, PROG, path)
-        call input_ints(in, pr%nel, 'NX NY NZ: number of elements')
-        call input_require_positive(in, real(pr%nel(1), dp), 'NX')
-        call input_require_positive(in, real(pr%nel(2), dp), 'NY')
-        call input_require_positive(in, real(pr%nel(3), dp), 'NZ')
-        ! the nonzeros, in floating point: the product could overflow any integer
-        nnz_estimate = (3.0_dp * pr%nel(1) + 1) * (3.0_dp * pr%nel(2) + 1) &
-                       * (3.0_dp * pr%nel(3) + 1)
-        if (nnz_estimate > huge(1_c_int)) &
-            call input_fail(in, 'mesh too large: more than ' // c_d(huge(1_c_int)) // ' nonzeros')
-        call input_reals(in, pr%size, 'DX DY DZ: element size')
-        call input_require_positive(in, pr%size(1), 'DX')
-        call input_require_positive(in, pr%size(2), 'DY')
-        call input_require_positive(in, pr%size(3), 'DZ')
-        call input_reals(in, material, 'COND QVOL: conductivity, heat source')
-        call input_require_positive(in, material(1), 'COND')
-        pr%cond = material(1)
-        pr%qvol = material(2)
-        call input_reals(in, one, 'QFLUX: heat flux through the face opposite to the fixed one')
-        pr%qflux = one(1)
-        pr%fixed_face = input_choice(in, FACES, 'FIXED: the face with T = 0')
-        call input_reals(in, one, 'EPS: CG tolerance')
-        call input_require_positive(in, one(1), 'EPS')
-        pr%eps = one(1)
+        call fem3d_read_problem(in, pr%fem3d_problem)
         call input_ints(in, pr%parts, 'PX PY PZ: number of parts along x, y, z')
         call input_require_positive(in, real(pr%parts(1), dp), 'PX')
         call input_require_positive(in, real(pr%parts(2), dp), 'PY')
@@ -270,55 +243,6 @@ contains
         write(buf, '(i0)') value
         text = trim(buf)
     end function i64
-
-    ! --- geometry of the box (as in fem3d_main.f90) ---------------------------------------------
-
-    ! the coordinate axis (1, 2, 3) normal to a face
-    pure integer function axis_of(face)
-        integer(c_int), intent(in) :: face
-
-        axis_of = (face + 1) / 2
-    end function axis_of
-
-    pure integer function opposite(face)
-        integer(c_int), intent(in) :: face
-
-        if (mod(face, 2) == 0) then
-            opposite = face - 1
-        else
-            opposite = face + 1
-        end if
-    end function opposite
-
-    ! index of a node along the axis of `face` at which the face lies: 0 or nel(axis)
-    pure integer function face_index(face)
-        integer(c_int), intent(in) :: face
-
-        if (mod(face, 2) == 0) then
-            face_index = p%nel(axis_of(face))
-        else
-            face_index = 0
-        end if
-    end function face_index
-
-    ! The exact solution at node ijk (indices from 0). s is the distance from the flux face,
-    ! opposite to the fixed one, across a box of thickness Z.
-    pure real(dp) function exact_at(ijk)
-        integer, intent(in) :: ijk(3)
-        integer :: axis, nel
-        real(dp) :: h, z, s
-
-        axis = axis_of(p%fixed_face)
-        nel = p%nel(axis)
-        h = p%size(axis)
-        z = real(nel, dp) * h
-        if (mod(p%fixed_face, 2) == 0) then                 ! fixed on the max side: flux at 0
-            s = real(ijk(axis), dp) * h
-        else
-            s = real(nel - ijk(axis), dp) * h
-        end if
-        exact_at = p%qvol * (z * z - s * s) / (2.0_dp * p%cond) + p%qflux * (z - s) / p%cond
-    end function exact_at
 
     ! --- the partition and the local numbering -----------------------------------------------
 
@@ -436,7 +360,7 @@ contains
     ! nodes n_internal+1 .. n_local, already grouped by owner) and the internal nodes it needs
     ! (export)
     subroutine build_halo_tables()
-        integer :: s, m, k, from(3), to(3), i1, i2, i3, n_export(27)
+        integer :: s, m, k, from(3), to(3), n_export(27)
 
         n_neighbours = count(slot_count > 0) - 1
         n_export = 0
@@ -459,15 +383,7 @@ contains
             import_ptr(m + 1) = import_ptr(m) + slot_count(s)
             export_ptr(m + 1) = export_ptr(m) + n_export(s)
             call export_box(direction(s), from, to)
-            k = export_ptr(m)
-            do i3 = from(3), to(3)
-                do i2 = from(2), to(2)
-                    do i1 = from(1), to(1)
-                        export_index(k) = local_of(i1, i2, i3)
-                        k = k + 1
-                    end do
-                end do
-            end do
+            call list_nodes(from, to, export_index(export_ptr(m):export_ptr(m + 1) - 1))
         end do
         do k = 1, n_local - n_internal
             import_index(k) = n_internal + k
@@ -486,13 +402,13 @@ contains
         v = mod(axis + 1, 3) + 1
         n_elem = product(hi - lo)
         n_quad = 0
-        if (face_index(flux_face) >= lo(axis) .and. face_index(flux_face) <= hi(axis)) &
+        if (face_index(p, flux_face) >= lo(axis) .and. face_index(p, flux_face) <= hi(axis)) &
             n_quad = (hi(u) - lo(u)) * (hi(v) - lo(v))
         allocate(xyz(3, n_local), fixed(n_local), elements(8, n_elem), quads(4, n_quad), &
                  stat=alloc_stat)
         call agree_allocation(alloc_stat)
 
-        on_face = face_index(p%fixed_face)
+        on_face = face_index(p, p%fixed_face)
         do a = 1, n_local
             xyz(:, a) = real(node_ijk(:, a), dp) * p%size
             fixed(a) = merge(1, 0, node_ijk(axis_of(p%fixed_face), a) == on_face)
@@ -515,7 +431,7 @@ contains
             do iu = lo(u), hi(u) - 1
                 f = f + 1
                 do c = 1, 4
-                    ijk(axis) = face_index(flux_face)
+                    ijk(axis) = face_index(p, flux_face)
                     ijk(u) = iu + STEP(1, c)
                     ijk(v) = iv + STEP(2, c)
                     quads(c, f) = local_of(ijk(1), ijk(2), ijk(3))
@@ -528,7 +444,7 @@ contains
     ! box lo..hi, di, dj, dk in {-1, 0, 1}, dk outermost: an internal row gets all its 27 (or
     ! fewer at the boundary) columns in the serial order; an external row only those in the box.
     subroutine build_pattern()
-        integer :: a, pos, ii, jj, kk, from(3), to(3)
+        integer :: a, from(3), to(3)
 
         allocate(row_ptr(n_local + 1), stat=alloc_stat)
         call agree_allocation(alloc_stat)
@@ -543,17 +459,27 @@ contains
         do a = 1, n_local
             from = max(node_ijk(:, a) - 1, lo)
             to = min(node_ijk(:, a) + 1, hi)
-            pos = row_ptr(a)
-            do kk = from(3), to(3)
-                do jj = from(2), to(2)
-                    do ii = from(1), to(1)
-                        col_idx(pos) = local_of(ii, jj, kk)
-                        pos = pos + 1
-                    end do
+            call list_nodes(from, to, col_idx(row_ptr(a):row_ptr(a + 1) - 1))
+        end do
+    end subroutine build_pattern
+
+    ! the local numbers of the nodes of the box from..to (within lo..hi) in ascending global
+    ! number, k outermost and i innermost, into list (as many entries as the box has nodes)
+    subroutine list_nodes(from, to, list)
+        integer, intent(in) :: from(3), to(3)
+        integer(c_int), intent(out) :: list(:)
+        integer :: i1, i2, i3, k
+
+        k = 0
+        do i3 = from(3), to(3)
+            do i2 = from(2), to(2)
+                do i1 = from(1), to(1)
+                    k = k + 1
+                    list(k) = local_of(i1, i2, i3)
                 end do
             end do
         end do
-    end subroutine build_pattern
+    end subroutine list_nodes
 
     ! CG's iteration limit: 10 times the global number of unknowns, if it fits
     integer function iteration_limit()
@@ -581,8 +507,8 @@ contains
         local_max = [-huge(1.0_dp), -huge(1.0_dp), 0.0_dp]
         do a = 1, n_internal
             local_max(1) = max(local_max(1), t(a))
-            local_max(2) = max(local_max(2), exact_at(node_ijk(:, a)))
-            local_max(3) = max(local_max(3), abs(t(a) - exact_at(node_ijk(:, a))))
+            local_max(2) = max(local_max(2), exact_at(p, node_ijk(:, a)))
+            local_max(3) = max(local_max(3), abs(t(a) - exact_at(p, node_ijk(:, a))))
         end do
         call MPI_Allreduce(local_max, global_max, 3, MPI_DOUBLE_PRECISION, MPI_MAX, comm)
         if (rank /= 0) return
@@ -660,11 +586,7 @@ contains
         character(len=512) :: msg
         integer :: unit, ios, r
 
-        open(newunit=unit, file=path, status='replace', action='write', iostat=ios, iomsg=msg)
-        if (ios /= 0) then
-            message = write_error(path, msg)
-            return
-        end if
+        if (.not. open_output(path, unit, message)) return
         write(unit, '(a)') '<?xml version="1.0"?>', &
             '<VTKFile type="PUnstructuredGrid" version="0.1" byte_order="LittleEndian">', &
             '<PUnstructuredGrid GhostLevel="0">', &
@@ -698,11 +620,7 @@ contains
         do e = 1, n_elem
             if (elements(1, e) <= n_internal) n_owned = n_owned + 1
         end do
-        open(newunit=unit, file=path, status='replace', action='write', iostat=ios, iomsg=msg)
-        if (ios /= 0) then
-            message = write_error(path, msg)
-            return
-        end if
+        if (.not. open_output(path, unit, message)) return
         write(unit, '(a)') '<?xml version="1.0"?>', &
             '<VTKFile type="UnstructuredGrid" version="0.1" byte_order="LittleEndian">', &
             '<UnstructuredGrid>', &
@@ -750,6 +668,19 @@ contains
         close(unit, iostat=ios, iomsg=msg)
         if (ios /= 0) message = write_error(path, msg)
     end subroutine write_piece
+
+    ! Opens (replaces) path for writing on a new unit; .false., with message set, if it cannot.
+    logical function open_output(path, unit, message)
+        character(len=*), intent(in) :: path
+        integer, intent(out) :: unit
+        character(len=:), allocatable, intent(inout) :: message
+        character(len=512) :: msg
+        integer :: ios
+
+        open(newunit=unit, file=path, status='replace', action='write', iostat=ios, iomsg=msg)
+        open_output = ios == 0
+        if (.not. open_output) message = write_error(path, msg)
+    end function open_output
 
     ! "fem3d_mpi_f: PATH: cannot write output file: REASON", REASON as C's strerror(errno) says it
     ! (gfortran's message reads "Cannot open file 'PATH': REASON")

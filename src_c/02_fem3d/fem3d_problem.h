@@ -1,0 +1,24 @@
+/* fem3d's problem: the six lines of its input file (see fem3d_main.c), read for fem3d_c and for
+ * fem3d_mpi_c, which reads a 7th line after them, and the exact solution. */
+#ifndef COURSE_FEM3D_PROBLEM_H
+#define COURSE_FEM3D_PROBLEM_H
+#include "input.h"
+
+/* the faces of the box, in the order of fem3d_problem.fixed_face */
+extern const char *const FEM3D_FACES[6];
+
+typedef struct {
+    int nel[3];          /* elements in x, y, z */
+    double size[3];      /* element size in x, y, z */
+    double cond, qvol, qflux, eps;
+    int fixed_face;      /* index into FEM3D_FACES: axis = face / 2, the max side if face is odd */
+} fem3d_problem;
+
+/* Reads lines 1-6 (NX NY NZ, DX DY DZ, COND QVOL, QFLUX, FIXED, EPS) from the open file `in` and
+ * checks them; a bad line exits with status 2 through the reader. Leaves `in` open. */
+void fem3d_read_problem(input_file *restrict in, fem3d_problem *restrict p);
+
+/* The exact solution at node (i[0], i[1], i[2]) */
+double fem3d_exact_at(const fem3d_problem *p, const int i[3]);
+
+#endif
