@@ -454,8 +454,21 @@ def plot_openmp(results: dict, path: str | Path | None = None):
     return fig
 
 
+def bench_halo(**kwargs) -> dict:
+    """The MPI suite (05_halo): course.parallel.bench, which starts mpiexec itself."""
+    from .parallel.bench import bench_halo as run
+
+    return run(**kwargs)
+
+
+def plot_halo(results: dict, path=None):
+    from .parallel.bench import plot_halo as plot
+
+    return plot(results, path)
+
+
 SUITES = {"fem1d": (bench_fem1d, plot_fem1d), "fem3d": (bench_fem3d, plot_fem3d),
-          "openmp": (bench_openmp, plot_openmp)}
+          "openmp": (bench_openmp, plot_openmp), "halo": (bench_halo, plot_halo)}
 
 
 def run_suite(name: str, json_path: str | None, plot_path: str | None, **kwargs) -> dict:
@@ -473,6 +486,10 @@ def summary_table(results: dict) -> str:
         return summary_fem3d(results)
     if results["suite"] == "openmp":
         return summary_openmp(results)
+    if results["suite"] == "halo":
+        from .parallel.bench import summary_halo
+
+        return summary_halo(results)
     lines = [f"{'n_elem':>9} {'lang':>8} {'assemble s':>11} {'solve s':>10} {'iters':>6} "
              f"{'asm vs numpy':>12} {'solve vs scipy':>14}"]
     for r in results["runs"]:

@@ -176,6 +176,33 @@ def _solve_poisson(args, problems) -> dict:
                             threads=args.threads, **values)
 
 
+def _partition(args) -> int:
+    """Write the local data files PREFIX.0 .. PREFIX.P-1 of a partition (05_halo), once, for any
+    language: the MPI programs read them with `local PREFIX` as line 7 of their input."""
+    from .mesh import box_mesh
+    from .parallel.local import all_local_data, local_path, write_local
+    from .parallel.partition import make_partition, quality
+
+    dims = [getattr(args, name) for name in ("px", "py", "pz")]
+    if any(d is not None for d in dims) and None in dims:
+        raise ValueError("--px, --py and --pz go together")
+    box = box_mesh(args.nx, args.ny, args.nz, args.dx, args.dy, args.dz)
+    owner = make_partition(box, args.partition, args.ranks,
+                           None if dims[0] is None else tuple(dims))
+    folder = Path(args.out).resolve().parent
+    if not folder.is_dir():
+        raise FileNotFoundError(f"--out: folder {folder} does not exist")
+    files = []
+    for local in all_local_data(box, owner):
+        path = local_path(args.out, local.rank)
+        write_local(path, box, local)
+        files.append(str(path))
+    summary = {"partition": args.partition, **quality(box, owner).as_dict(), "files": files}
+    print(json.dumps(summary) if args.json else
+          "\n".join(f"{key:>16}: {value}" for key, value in summary.items()))
+    return 0
+
+
 def _bench(args) -> int:
     from . import bench
 
@@ -183,11 +210,18 @@ def _bench(args) -> int:
     if args.sizes:
         kwargs["sizes"] = args.sizes
     if args.langs:
+        if args.suite == "halo":
+            raise ValueError("--langs is not for the halo suite (it times the MPI calls)")
         kwargs["langs"] = args.langs
     if args.threads:
         if args.suite != "openmp":
             raise ValueError("--threads is for the openmp suite (its thread sweep)")
         kwargs["threads"] = args.threads
+    for name in ("ranks", "cg_size"):
+        if getattr(args, name):
+            if args.suite != "halo":
+                raise ValueError(f"--{name.replace('_', '-')} is for the halo suite")
+            kwargs[name] = getattr(args, name)
     results = bench.run_suite(args.suite, args.json, args.plot, **kwargs)
     print(bench.summary_table(results))
     if args.json:
@@ -322,18 +356,44 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print one JSON object")
     sp.set_defaults(run=_solve)
 
+    pa = sub.add_parser("partition", help="write the local data files of a partition (05_halo)")
+    for axis in "xyz":
+        pa.add_argument(f"--n{axis}", type=_positive(int), default=8,
+                        help=f"elements along {axis} (default 8)")
+    for axis in "xyz":
+        pa.add_argument(f"--d{axis}", type=_positive_finite,
+                        help=f"element size along {axis} (default: the unit cube, 1/n{axis})")
+    pa.add_argument("--ranks", type=_positive(int), required=True, help="number of parts")
+    pa.add_argument("--partition", choices=("blocks", "metis"), default="metis",
+                    help="METIS k-way (default) or PX x PY x PZ blocks")
+    for axis in "xyz":
+        pa.add_argument(f"--p{axis}", type=_positive(int), help=f"blocks along {axis}")
+    pa.add_argument("--out", required=True, metavar="PREFIX",
+                    help="write PREFIX.0 .. PREFIX.<ranks-1>")
+    pa.add_argument("--json", action="store_true", help="print one JSON object")
+    pa.set_defaults(run=_partition)
+
     e = sub.add_parser("bench", help="benchmark suite (timings, not tests)")
-    e.add_argument("suite", choices=["fem1d", "fem3d", "openmp"],
+    e.add_argument("suite", choices=["fem1d", "fem3d", "openmp", "halo"],
                    help="fem1d: assembly and CG per language; fem3d: assembly, PCG per iteration "
                         "and the SpMV against STREAM, on n^3 cubes; openmp: the PCG ladder and "
-                        "the SpMV formats over a thread sweep, on n^3 cells (default 64)")
+                        "the SpMV formats over a thread sweep, on n^3 cells (default 64); halo: "
+                        "ping-pong, Allreduce, halo exchanges, distributed PCG and deep halos "
+                        "over 1 .. P MPI ranks (starts mpiexec itself), on an n^3 mesh "
+                        "(default 24)")
     e.add_argument("--json", metavar="FILE", help="write the results as JSON")
     e.add_argument("--plot", metavar="FILE", help="write a plot (PNG, SVG, PDF)")
     e.add_argument("--sizes", type=_positive(int), nargs="+",
-                   help="problem sizes (fem1d: elements; fem3d: n of the n^3 mesh; openmp: "
-                        "one n)")
+                   help="problem sizes (fem1d: elements; fem3d: n of the n^3 mesh; openmp, "
+                        "halo: one n)")
     e.add_argument("--threads", type=_positive(int), nargs="+",
                    help="openmp: the thread counts of the sweep (default 1 .. cores)")
+    e.add_argument("--ranks", type=_positive(int), nargs="+",
+                   help="halo: the MPI rank counts (default 1 .. max(cores, 4); more than the "
+                        "cores are flagged as oversubscribed)")
+    e.add_argument("--cg-size", type=_positive(int),
+                   help="halo: n of the n^3 mesh of the distributed CG (default max(n, 48), so "
+                        "that its matrix does not fit in the caches)")
     e.add_argument("--langs", choices=LANGS, nargs="+", help="languages (default: all)")
     e.add_argument("--repeat", type=_positive(int), default=5, help="best of N (default 5)")
     e.set_defaults(run=_bench)

@@ -87,7 +87,9 @@ def mpi_env() -> dict[str, str]:
     env = {"OMPI_MCA_rmaps_base_oversubscribe": "1", "PRTE_MCA_rmaps_default_mapping_policy":
            ":oversubscribe", "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
            # a rank waiting for a message gives its core to the others (oversubscribed runs)
-           "OMPI_MCA_mpi_yield_when_idle": "1"}
+           "OMPI_MCA_mpi_yield_when_idle": "1",
+           # distributed-graph communicators: Open MPI 4.1's treematch component can hang
+           "OMPI_MCA_topo": "^treematch"}
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return env

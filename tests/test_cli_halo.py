@@ -93,3 +93,77 @@ def test_halo_options_need_parallel():
                  cwd=ROOT)
     assert result.returncode == 2
     assert result.stderr.strip() == "course solve: error: --exchange needs --parallel"
+
+
+# --- python -m course partition: the local data files, once, for every language ----------------
+
+def test_partition_writes_files_that_read_back(tmp_path):
+    from course.mesh import box_mesh
+    from course.parallel.local import local_data, read_local
+    from course.parallel.partition import metis_partition, quality
+
+    result = run([PYTHON, "-m", "course", "partition", "--nx", "7", "--ny", "5", "--nz", "6",
+                  "--ranks", "3", "--out", tmp_path / "part", "--json"], cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    mesh = box_mesh(7, 5, 6)
+    owner = metis_partition(mesh, 3)
+    assert out["files"] == [str(tmp_path / f"part.{r}") for r in range(3)]
+    assert {k: out[k] for k in quality(mesh, owner).as_dict()} == quality(mesh, owner).as_dict()
+    for rank in range(3):
+        back_mesh, back = read_local(tmp_path / f"part.{rank}")
+        assert back_mesh == mesh and back == local_data(mesh, owner, rank)
+
+
+@pytest.mark.parametrize("options, message", [
+    (("--ranks", "4", "--partition", "blocks", "--px", "3", "--py", "1", "--pz", "1"),
+     "make 3 parts, but there are 4 ranks"),
+    (("--ranks", "2", "--px", "2"), "--px, --py and --pz go together"),
+    (("--ranks", "400"), "more than the 336 nodes"),
+])
+def test_partition_errors(tmp_path, options, message):
+    result = run([PYTHON, "-m", "course", "partition", "--nx", "7", "--ny", "5", "--nz", "6",
+                  *options, "--out", tmp_path / "part"], cwd=ROOT)
+    assert result.returncode == 2
+    assert result.stderr.startswith("course partition: error:")
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_partition_needs_an_existing_folder(tmp_path):
+    result = run([PYTHON, "-m", "course", "partition", "--ranks", "2", "--out",
+                  tmp_path / "missing" / "part"], cwd=ROOT)
+    assert result.returncode == 2 and "does not exist" in result.stderr
+
+
+# --- python -m course bench halo (a smoke test: the benchmark runs and reports; no timing is
+# --- asserted) -----------------------------------------------------------------------------------
+
+def test_bench_halo_smoke(tmp_path):
+    out, plot = tmp_path / "halo.json", tmp_path / "halo.png"
+    result = run([PYTHON, "-m", "course", "bench", "halo", "--sizes", "6", "--cg-size", "8",
+                  "--ranks", "1", "2", "3", "--repeat", "1", "--json", out, "--plot", plot], cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert [r["ranks"] for r in data["runs"]] == [1, 2, 3]
+    assert data["n"] == 6 and data["cg_n"] == 8 and data["mpi"]
+    cores = data["cores"]
+    for run_ in data["runs"]:
+        assert run_["oversubscribed"] == (run_["ranks"] > cores)
+        assert set(run_["halo"]) == {"p2p", "persistent", "neighbor", "allgather"}
+        p = run_["ranks"]
+        assert run_["sizes"]["table"]["metadata_bytes_per_rank"] == 8 * p * p
+        assert run_["sizes"]["neighbours"]["metadata_bytes_per_rank"] == 0
+        assert [d["depth"] for d in run_["deep_halo"]] == [1, 2, 3]
+        assert [d["exchanges"] for d in run_["deep_halo"]] == [24, 12, 8]
+        cg = run_["cg"]
+        assert cg["seconds_per_iteration"] > 0 and cg["bytes_per_iteration_max_rank"] > 0
+        assert (run_["model"] is None) == (p == 1)
+    assert data["runs"][0]["halo"]["p2p"]["bytes_max"] == 0        # one rank: nothing to send
+    assert plot.stat().st_size > 10_000
+    assert "oversubscribed" in result.stdout or max(r["ranks"] for r in data["runs"]) <= cores
+    assert f"wrote {out}" in result.stdout
+
+
+def test_bench_halo_refuses_other_options():
+    result = run([PYTHON, "-m", "course", "bench", "halo", "--threads", "2"], cwd=ROOT)
+    assert result.returncode == 2 and "--threads is for the openmp suite" in result.stderr

@@ -161,6 +161,38 @@ def test_quality_agrees_with_the_local_data(partitioned):
     assert q.load_imbalance == pytest.approx(max(q.owned) / np.mean(q.owned))
 
 
+@pytest.mark.parametrize("depth", [2, 3])
+def test_deep_halo_local_data(partitioned, depth):
+    """Depth h: the external nodes are the nodes within h element-sharing steps, the rows of every
+    node up to h - 1 steps out are complete, and exports still match imports node for node."""
+    owner, _ = partitioned
+    deep = [local_data(MESH, owner, r, depth) for r in range(int(owner.max()) + 1)]
+    xadj, adjncy = part.node_graph(MESH)
+    for loc in deep:
+        level = np.full(MESH.n_node, -1)
+        level[loc.global_ids] = loc.level
+        assert np.all(level[owner == loc.rank] == 0)
+        assert loc.level.max() <= depth
+        # a node one step out of level l is at most at level l + 1, and reached if l < depth
+        for node in loc.global_ids[loc.level < depth]:
+            around = adjncy[xadj[node]:xadj[node + 1]]
+            assert np.all(level[around] >= 0), "a neighbour of an inner node is missing"
+            assert np.all(level[around] <= level[node] + 1)
+        # complete rows: every element around a node of level < depth is local
+        around = np.any(np.isin(MESH.elements, loc.global_ids[loc.level < depth]), axis=1)
+        assert set(np.flatnonzero(around)) <= set(loc.element_ids.tolist())
+    for loc in deep:
+        for m, q in enumerate(loc.neighbours):
+            back = int(np.flatnonzero(deep[q].neighbours == loc.rank)[0])
+            assert np.array_equal(loc.global_ids[loc.exports_to(m)],
+                                  deep[q].global_ids[deep[q].imports_from(back)])
+
+
+def test_depth_one_is_the_usual_halo(partitioned):
+    owner, locals_ = partitioned
+    assert [local_data(MESH, owner, r, 1) for r in range(len(locals_))] == locals_
+
+
 def test_one_rank_has_no_halo():
     (loc,) = all_local_data(MESH, np.zeros(MESH.n_node, dtype=int))
     assert loc.n_external == 0 and loc.n_neighbours == 0
@@ -270,4 +302,6 @@ def test_exchanges_and_solve_under_mpiexec(ranks, mesh, method, dims):
         ["exchange p2p ok", "exchange persistent ok", "exchange neighbor ok",
          "exchange allgather ok"], lines
     assert "message sizes ok" in lines
+    assert [line.split(":")[0] for line in lines if line.startswith("deep halo")] == \
+        ["deep halo 1 ok", "deep halo 2 ok", "deep halo 3 ok"], lines
     assert sum(line.startswith("solve ") and " ok: " in line for line in lines) == 2, lines

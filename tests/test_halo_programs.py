@@ -334,6 +334,9 @@ def test_one_piece_cannot_be_written(name, tmp_path):
     assert_one_error(result, name, f"{name}: ")
 
 
+@pytest.mark.skipif(native.default_variant() == "sanitize",
+                    reason="AddressSanitizer reserves terabytes of address space for its shadow "
+                           "memory: an address-space limit cannot apply to a sanitized program")
 @pytest.mark.parametrize("ranks", [1, 2])
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_too_big_for_memory_fails_cleanly(name, tmp_path, ranks):

@@ -45,6 +45,8 @@ class LocalData:
     import_index: np.ndarray    # int32: local indices of the external nodes, per neighbour
     export_ptr: np.ndarray      # int32 (n_nb + 1)
     export_index: np.ndarray    # int32: local indices of the internal nodes each neighbour needs
+    depth: int = 1              # halo width in element-sharing steps (1: the usual halo)
+    level: np.ndarray | None = None   # int32 (n_local): steps from the internal nodes (0 inside)
 
     @property
     def n_local(self) -> int:
@@ -66,6 +68,10 @@ class LocalData:
         """Local indices of the internal nodes sent to neighbours[m]."""
         return self.export_index[self.export_ptr[m]:self.export_ptr[m + 1]]
 
+    def __post_init__(self):
+        if self.level is None:                      # the usual halo: internal 0, external 1
+            self.level = np.where(np.arange(self.n_local) < self.n_internal, 0, 1).astype(np.int32)
+
     def __eq__(self, other) -> bool:
         if not isinstance(other, LocalData):
             return NotImplemented
@@ -77,15 +83,41 @@ def _offsets(counts) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
 
 
-def local_data(mesh: BoxMesh, owner, rank: int) -> LocalData:
-    """The local data of `rank` for the node -> rank map `owner` (see the module docstring)."""
+def halo_levels(mesh: BoxMesh, start, depth: int) -> np.ndarray:
+    """Graph distance of every node from the nodes in `start` (a boolean mask), counted in steps
+    between nodes that share an element, up to `depth`; depth + 1 for every node farther away."""
+    import scipy.sparse
+
+    from .partition import node_graph
+
+    xadj, adjncy = node_graph(mesh)
+    graph = scipy.sparse.csr_matrix((np.ones(adjncy.shape[0], dtype=np.int8), adjncy, xadj),
+                                    shape=(mesh.n_node, mesh.n_node))
+    level = np.where(start, 0, depth + 1)
+    reached = np.asarray(start, dtype=bool).copy()
+    for step in range(1, depth + 1):
+        reached_next = reached | (graph @ reached.astype(np.int8) > 0)
+        level[reached_next & ~reached] = step
+        reached = reached_next
+    return level
+
+
+def local_data(mesh: BoxMesh, owner, rank: int, depth: int = 1) -> LocalData:
+    """The local data of `rank` for the node -> rank map `owner` (see the module docstring).
+
+    depth > 1 gives a deep halo (lecture 05_halo, seed 001): the external nodes are every node
+    within `depth` element-sharing steps of an internal node, and the local elements every element
+    with a node within depth - 1 steps, so that the rows of all nodes up to depth - 1 steps out are
+    complete and a rank can take `depth` explicit time steps between two exchanges."""
     owner = check_owner(mesh, owner)
     size = int(owner.max()) + 1
     if not 0 <= rank < size:
         raise ValueError(f"rank must be in 0 .. {size - 1}, got {rank}")
+    if isinstance(depth, bool) or int(depth) != depth or depth < 1:
+        raise ValueError(f"depth must be a positive integer, got {depth!r}")
     elements = mesh.elements
-    corner_owner = owner[elements]                                   # (E, 8)
-    element_ids = np.flatnonzero(np.any(corner_owner == rank, axis=1))
+    level = halo_levels(mesh, owner == rank, depth)
+    element_ids = np.flatnonzero(np.any(level[elements] < depth, axis=1))
     local_elements = elements[element_ids]
     internal = np.flatnonzero(owner == rank)
     touched = np.unique(local_elements)
@@ -98,18 +130,17 @@ def local_data(mesh: BoxMesh, owner, rank: int) -> LocalData:
     neighbours, import_counts = np.unique(owner[external], return_counts=True)
     import_index = np.arange(internal.shape[0], global_ids.shape[0], dtype=np.int32)
 
-    # what neighbour q needs from this rank: the nodes of this rank in the elements that touch an
-    # internal node of q (all of them are local elements here, since they hold a node of ours)
-    exports = []
-    for q in neighbours:
-        touching_q = np.any(corner_owner[element_ids] == q, axis=1)
-        nodes = np.unique(local_elements[touching_q])
-        exports.append(to_local[nodes[owner[nodes] == rank]])
+    # what neighbour q needs from this rank: the nodes of this rank within `depth` steps of q's
+    # internal nodes, in the order q numbers them (ascending)
+    mine = owner == rank
+    exports = [to_local[np.flatnonzero(mine & (halo_levels(mesh, owner == q, depth) <= depth))]
+               for q in neighbours]
     export_index = (np.concatenate(exports) if exports else np.empty(0)).astype(np.int32)
     return LocalData(rank, size, int(internal.shape[0]), global_ids,
                      to_local[local_elements].astype(np.int32), element_ids.astype(np.int64),
                      neighbours.astype(np.int32), _offsets(import_counts), import_index,
-                     _offsets([e.shape[0] for e in exports]), export_index)
+                     _offsets([e.shape[0] for e in exports]), export_index,
+                     depth=int(depth), level=level[global_ids].astype(np.int32))
 
 
 def all_local_data(mesh: BoxMesh, owner) -> list[LocalData]:
@@ -150,6 +181,8 @@ def _block(values) -> list[str]:
 
 
 def write_local(path, mesh: BoxMesh, local: LocalData) -> None:
+    if local.depth != 1:
+        raise ValueError("local data files hold the usual halo (depth 1) only")
     lines = [MAGIC,
              f"{local.rank} {local.size}    RANK SIZE",
              f"{mesh.nx} {mesh.ny} {mesh.nz} {mesh.dx!r} {mesh.dy!r} {mesh.dz!r}    "

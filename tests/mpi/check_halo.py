@@ -14,6 +14,7 @@ from mpi4py import MPI  # noqa: E402
 
 from course import problems  # noqa: E402
 from course.mesh import box_mesh  # noqa: E402
+from course.parallel.explicit import heat_steps  # noqa: E402
 from course.parallel.fem3d import fem3d_parallel  # noqa: E402
 from course.parallel.halo import STYLES, Halo, message_sizes  # noqa: E402
 from course.parallel.local import local_data  # noqa: E402
@@ -72,3 +73,14 @@ for lang in ("numpy", "c"):
         assert par["nnz"] == ser["nnz"], (par["nnz"], ser["nnz"])
         say(f"solve {lang} ok: {par['iterations']} iterations (serial {ser['iterations']}), "
             f"difference {diff:.1e}")
+
+# deep halos: a halo h wide exchanged every h steps gives the same temperatures as one process
+steps = 7
+serial = heat_steps(mesh, np.zeros(mesh.n_node, dtype=np.int32), 1, steps, comm=MPI.COMM_SELF)
+for depth in (1, 2, 3):
+    run = heat_steps(mesh, owner, depth, steps, dt=serial["dt"], qvol=1.0)
+    diff = np.max(np.abs(run["T"] - serial["T"][run["global_ids"]]))
+    assert diff <= 1e-13 * np.max(np.abs(serial["T"])), (depth, diff)
+    assert run["exchanges"] == -(-steps // depth), (depth, run["exchanges"])
+    assert (run["rows_redundant"] == 0) == (depth == 1 or size == 1), (depth, run)
+    say(f"deep halo {depth} ok: {run['exchanges']} exchanges")

@@ -1,0 +1,211 @@
+"""`python -m course bench halo`: what communication costs on this machine, for 1 .. P ranks.
+
+For every rank count the benchmark starts `mpiexec -n P python -m course.parallel.bench_rank`
+(course.parallel.bench_rank measures, rank 0 reports) and gathers:
+
+- ping-pong one-way times from 8 B to 8 MiB, and t = alpha x + beta fitted to them;
+- MPI_Allreduce of 1 double, of 3 doubles, and three 1-double calls (seed 002's CGPOP question);
+- the halo exchange four ways, against the ping-pong times of its own messages;
+- the exchange of message sizes: the P x P table (OpenFOAM's PstreamBuffers, seed 000) against
+  sizes known from the neighbour lists;
+- the distributed PCG per iteration, split into halo, Allreduce and the rest, against the memory
+  bandwidth bound (STREAM triad with P processes at once, measured in the same run);
+- explicit steps with halos 1, 2, 3 wide (seed 001).
+
+Rank counts above the cores are oversubscribed: their timings say little; they are run (the
+metadata counts do not depend on timing) and flagged. Benchmarks, never tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tqdm.auto import tqdm
+
+from .. import toolchain
+
+# seed 000 (OpenFOAM on K, weak scaling): average Send/Recv message size per rank count, bytes
+SEED_OPENFOAM_BYTES = {1536: 3.6e6, 3072: 1.4e7, 6144: 5.7e7}
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a job's share on a cluster node)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                     # not Linux
+        return os.cpu_count() or 1
+
+
+def run_ranks(ranks: int, n: int, cg_n: int, partition: str, repeat: int, iterations: int,
+              steps: int, timeout: float = 900) -> dict:
+    """The measurements of course.parallel.bench_rank on `ranks` MPI processes."""
+    cmd = ["mpiexec", "-n", str(ranks), sys.executable, "-m", "course.parallel.bench_rank",
+           "--n", str(n), "--cg-n", str(cg_n), "--partition", partition, "--repeat", str(repeat),
+           "--iterations", str(iterations), "--steps", str(steps)]
+    env = {**os.environ, **toolchain.mpi_env(), "OMP_NUM_THREADS": "1"}
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"bench halo: {ranks} ranks did not finish in {timeout:.0f} s") \
+            from None
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-10:])
+        raise RuntimeError(f"bench halo: {ranks} ranks failed (exit {done.returncode})\n{tail}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def add_ratios(run: dict) -> None:
+    """The ratios the lecture reads, measured within the run of one rank count."""
+    cg = run["cg"]
+    per_rank_gbs = run["stream_triad_gbs"] / run["ranks"]
+    bound = cg["bytes_per_iteration_max_rank"] / (per_rank_gbs * 1e9)
+    run["ratios"] = {
+        "cg_bandwidth_bound_s": bound,
+        "cg_fraction_of_bound": bound / cg["seconds_per_iteration"],
+        "halo_vs_pingpong": (run["halo"]["p2p"]["seconds"] / run["halo_pingpong_model_s"]
+                             if run.get("halo_pingpong_model_s") else None),
+        "allgather_vs_p2p": run["halo"]["allgather"]["seconds"] / run["halo"]["p2p"]["seconds"],
+        "three_single_vs_one_triple": (run["allreduce"]["three_single_calls_s"]
+                                       / run["allreduce"]["three_doubles_s"]),
+    }
+    if run["model"]:
+        beta = run["model"]["beta_s"]
+        for deep in run["deep_halo"]:     # seed 001: N (1 - 1/h) beta saved over N steps
+            deep["model_saving_s"] = deep["steps"] * (1 - 1 / deep["depth"]) * beta
+
+
+CG_MIN_SIZE = 48     # the CG runs on at least 48^3 elements: a matrix of ~37 MB, beyond most caches
+
+
+def bench_halo(sizes=(24,), ranks=None, repeat: int = 5, partition: str = "metis",
+               iterations: int = 30, steps: int = 24, cg_size: int | None = None,
+               progress: bool = True) -> dict:
+    """The measurements for every rank count (default 1 .. max(cores, 4)): the exchanges and deep
+    halos on the n^3 mesh, the CG on cg_size^3 (default max(n, 48): its matrix must not fit in
+    the caches, or the memory-bandwidth bound does not apply)."""
+    (n,) = sizes if len(sizes) == 1 else (None,)
+    if n is None:
+        raise ValueError("bench halo takes one size (the n of the n^3 mesh)")
+    cores = usable_cores()
+    ranks = list(ranks or range(1, max(cores, 4) + 1))
+    if any(p < 1 for p in ranks):
+        raise ValueError(f"--ranks must be positive, got {ranks}")
+    cg_size = max(n, CG_MIN_SIZE) if cg_size is None else cg_size
+    runs = []
+    for p in tqdm(ranks, desc="bench halo", unit="rank count", disable=not progress):
+        run = run_ranks(p, n, cg_size, partition, repeat, iterations, steps)
+        run["oversubscribed"] = p > cores
+        add_ratios(run)
+        runs.append(run)
+    from ..bench import topology
+
+    return {"suite": "halo", "n": n, "cg_n": cg_size, "partition": partition, "cores": cores,
+            "topology": topology(), "mpi": toolchain.mpi4py_library()[1],
+            "seed_openfoam_bytes": SEED_OPENFOAM_BYTES, "runs": runs,
+            "warning": (f"rank counts above {cores} are oversubscribed on this machine: their "
+                        f"timings are not comparable" if max(ranks) > cores else None)}
+
+
+def summary_halo(results: dict) -> str:
+    lines = [f"n = {results['n']} (CG: {results['cg_n']}), {results['partition']}, "
+             f"{results['cores']} cores",
+             f"{'P':>3} {'latency us':>10} {'GB/s':>6} {'halo us':>8} {'vs pp':>6} "
+             f"{'allgather':>9} {'CG ms/it':>9} {'halo %':>7} {'allred %':>8} {'of bound':>8} "
+             f"{'table B':>8}"]
+    for run in results["runs"]:
+        model, r, cg = run["model"], run["ratios"], run["cg"]
+        per = cg["seconds_per_iteration"]
+        lines.append(
+            f"{run['ranks']:>3} {model['beta_s'] * 1e6 if model else float('nan'):>10.1f} "
+            f"{(model['bandwidth_gbs'] or 0) if model else float('nan'):>6.2f} "
+            f"{run['halo']['p2p']['seconds'] * 1e6:>8.1f} "
+            f"{r['halo_vs_pingpong'] or float('nan'):>6.2f} {r['allgather_vs_p2p']:>8.1f}x "
+            f"{per * 1e3:>9.3f} {100 * cg['halo_s'] / per:>6.1f}% "
+            f"{100 * cg['allreduce_s'] / per:>7.1f}% {r['cg_fraction_of_bound']:>7.0%} "
+            f"{run['sizes']['table']['metadata_bytes_per_rank']:>8}"
+            + ("  (oversubscribed)" if run["oversubscribed"] else ""))
+    if results["warning"]:
+        lines.append("warning: " + results["warning"])
+    return "\n".join(lines)
+
+
+def plot_halo(results: dict, path=None):
+    """Six panels: ping-pong, halo exchange per style, the CG split, message-size metadata against
+    seed 000, deep halos, Allreduce latency."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    runs = results["runs"]
+    ranks = [r["ranks"] for r in runs]
+    over = [r["oversubscribed"] for r in runs]
+    fig, ax = plt.subplots(2, 3, figsize=(15, 8.5))
+    a = ax[0, 0]
+    for r in runs:
+        if r["model"]:
+            b = np.array(r["pingpong"]["bytes"])
+            a.loglog(b, r["pingpong"]["seconds"], "o-", label=f"P = {r['ranks']}")
+            m = r["model"]
+            a.loglog(b, m["alpha_s_per_byte"] * b + m["beta_s"], "k:", lw=1)
+    a.set_xlabel("message bytes"), a.set_ylabel("one-way seconds")
+    a.set_title("ping-pong (dotted: alpha x + beta)")
+    a.legend(fontsize=9)
+    a = ax[0, 1]
+    for style in ("p2p", "persistent", "neighbor", "allgather"):
+        a.semilogy(ranks, [r["halo"][style]["seconds"] for r in runs], "o-", label=style)
+    a.set_xlabel("ranks"), a.set_ylabel("seconds per exchange"), a.set_title("halo exchange")
+    a.legend(fontsize=9)
+    a = ax[0, 2]
+    halo = np.array([r["cg"]["halo_s"] for r in runs]) * 1e3
+    allr = np.array([r["cg"]["allreduce_s"] for r in runs]) * 1e3
+    comp = np.array([max(r["cg"]["compute_s"], 0.0) for r in runs]) * 1e3
+    a.bar(ranks, comp, label="local SpMV + vectors")
+    a.bar(ranks, halo, bottom=comp, label="halo")
+    a.bar(ranks, allr, bottom=comp + halo, label="Allreduce")
+    a.plot(ranks, [r["ratios"]["cg_bandwidth_bound_s"] * 1e3 for r in runs], "k_", ms=30, mew=2,
+           label="memory-bandwidth bound")
+    a.set_xlabel("ranks"), a.set_ylabel("ms per CG iteration"), a.set_title("distributed PCG")
+    a.legend(fontsize=9)
+    a = ax[1, 0]
+    p_all = np.logspace(0, 4, 50)
+    a.loglog(p_all, 8 * p_all**2, "k:", label="P x P table of 8-byte sizes: 8 P^2")
+    a.loglog(ranks, [max(r["sizes"]["table"]["metadata_bytes_per_rank"], 1) for r in runs],
+             "o", label="table, measured here")
+    seed = results["seed_openfoam_bytes"]
+    a.loglog([int(p) for p in seed], list(seed.values()), "s", color="C3",
+             label="OpenFOAM on K, message bytes (seed 000)")
+    a.set_xlabel("ranks"), a.set_ylabel("bytes per rank")
+    a.set_title("message sizes: all-to-all grows as P^2\n(neighbour lists: 0 bytes)")
+    a.legend(fontsize=9)
+    a = ax[1, 1]
+    for r in runs:
+        if r["ranks"] > 1:
+            depths = [d["depth"] for d in r["deep_halo"]]
+            a.plot(depths, [d["seconds"] * 1e3 for d in r["deep_halo"]], "o-",
+                   label=f"P = {r['ranks']}" + (" (oversubscribed)" if r["oversubscribed"]
+                                                else ""))
+    a.set_xticks([1, 2, 3])
+    a.set_xlabel("halo width h (exchange every h steps)"), a.set_ylabel("ms for the steps")
+    a.set_title("deep halos: explicit heat steps")
+    a.legend(fontsize=9)
+    a = ax[1, 2]
+    width = 0.25
+    x = np.arange(len(ranks))
+    for k, (key, label) in enumerate((("one_double_s", "1 double"),
+                                      ("three_doubles_s", "3 doubles"),
+                                      ("three_single_calls_s", "3 calls of 1"))):
+        a.bar(x + (k - 1) * width, [r["allreduce"][key] * 1e6 for r in runs], width,
+              label=label)
+    a.set_xticks(x, [f"{p}{'*' if o else ''}" for p, o in zip(ranks, over)])
+    a.set_xlabel("ranks (* oversubscribed)"), a.set_ylabel("microseconds"),
+    a.set_title("MPI_Allreduce")
+    a.legend(fontsize=9)
+    fig.suptitle(f"bench halo: n = {results['n']} ({results['partition']}), "
+                 f"{results['cores']} cores", fontsize=13)
+    fig.tight_layout()
+    if path:
+        fig.savefig(path, dpi=150)
+        plt.close(fig)
+    return fig

@@ -1,0 +1,227 @@
+"""The measurements of `python -m course bench halo` on one communicator, run by the benchmark
+under `mpiexec -n P python -m course.parallel.bench_rank ARGS`; rank 0 prints one JSON object.
+
+Everything is timed on all ranks at once, after a barrier, as the best of `repeat` rounds; a
+round's time is the slowest rank's (what the next collective operation would wait for).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")        # flat MPI: one thread per rank
+
+import numpy as np  # noqa: E402
+from mpi4py import MPI  # noqa: E402
+
+from .. import bench, native  # noqa: E402
+from ..mesh import box_mesh  # noqa: E402
+from .explicit import heat_steps  # noqa: E402
+from .fem3d import Distributed, model_system  # noqa: E402
+from .halo import STYLES, Halo, message_sizes  # noqa: E402
+from .local import local_data  # noqa: E402
+from .partition import make_partition, quality  # noqa: E402
+
+COMM = MPI.COMM_WORLD
+PINGPONG_BYTES = [8 * 4**k for k in range(11)]        # 8 B .. 8 MiB
+
+
+def timed(fn, repeat: int, calls: int = 1) -> float:
+    """Seconds per call of fn: best over `repeat` rounds of `calls` calls, each round timed by
+    its slowest rank."""
+    best = np.inf
+    for _ in range(repeat):
+        COMM.Barrier()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        elapsed = np.array([time.perf_counter() - start])
+        COMM.Allreduce(MPI.IN_PLACE, [elapsed, MPI.DOUBLE], op=MPI.MAX)
+        best = min(best, elapsed[0] / calls)
+    return float(best)
+
+
+# [pingpong]
+def pingpong(n_bytes: int, repeat: int) -> float | None:
+    """One-way time of a message of n_bytes between ranks 0 and 1 (half a round trip)."""
+    if COMM.Get_size() < 2:
+        return None
+    buf = np.zeros(max(n_bytes // 8, 1))
+    rank = COMM.Get_rank()
+    calls = max(2, min(200, 2**22 // n_bytes))
+
+    def round_trip():
+        if rank == 0:
+            COMM.Send([buf, MPI.DOUBLE], dest=1)
+            COMM.Recv([buf, MPI.DOUBLE], source=1)
+        elif rank == 1:
+            COMM.Recv([buf, MPI.DOUBLE], source=0)
+            COMM.Send([buf, MPI.DOUBLE], dest=0)
+    round_trip()                                    # the first message sets up the connection
+    return timed(round_trip, repeat, calls) / 2
+# [pingpong]
+
+
+def fit_alpha_beta(sizes, times) -> dict:
+    """t = alpha x + beta (x in bytes) through the ping-pong: beta, the latency, from the small
+    messages (the fastest up to 512 bytes); alpha, seconds per byte, from the largest one."""
+    sizes, times = np.asarray(sizes, float), np.asarray(times)
+    beta = times[sizes <= 512].min()
+    alpha = max((times[-1] - beta) / sizes[-1], 0.0)
+    return {"alpha_s_per_byte": float(alpha), "beta_s": float(beta),
+            "bandwidth_gbs": float(1e-9 / alpha) if alpha > 0 else None}
+
+
+def allreduce_latency(repeat: int) -> dict:
+    """Seconds per MPI_Allreduce (sum) of 1 double, of 3 doubles, and of three 1-double calls."""
+    one, three = np.ones(1), np.ones(3)
+
+    def single():
+        COMM.Allreduce(MPI.IN_PLACE, [one, MPI.DOUBLE], op=MPI.SUM)
+
+    def triple():
+        COMM.Allreduce(MPI.IN_PLACE, [three, MPI.DOUBLE], op=MPI.SUM)
+
+    def three_singles():
+        for _ in range(3):
+            single()
+    return {"one_double_s": timed(single, repeat, 200), "three_doubles_s": timed(triple, repeat,
+                                                                                  200),
+            "three_single_calls_s": timed(three_singles, repeat, 200)}
+
+
+def halo_times(local, repeat: int) -> dict:
+    """Seconds per halo exchange of every style; bytes each rank sends."""
+    out = {}
+    x = np.zeros(local.n_local)
+    for style in STYLES:
+        halo = Halo(local, COMM, style)
+        out[style] = {"seconds": timed(lambda: halo.update(x), repeat, 50),
+                      "bytes_max": COMM.allreduce(halo.bytes_sent, op=MPI.MAX)}
+        halo.free()
+    return out
+
+
+def size_exchange(local, repeat: int) -> dict:
+    """How each rank learns the sizes it will receive: the P x P table (Allgather) or nothing."""
+    out = {}
+    for how in ("table", "neighbours"):
+        _, metadata = message_sizes(local, COMM, how)
+        out[how] = {"metadata_bytes_per_rank": metadata,
+                    "seconds": timed(lambda: message_sizes(local, COMM, how), repeat, 20)}
+    return out
+
+
+def cg_split(mesh, local, iterations: int, repeat: int) -> dict:
+    """Distributed PCG seconds per iteration and their split, averaged over the ranks: halo
+    exchanges, Allreduce (waits included) and the rest (local SpMV and vector updates); the
+    least memory traffic of one iteration on the largest rank."""
+    matrix, b, _ = model_system(mesh, local, lang="numba")
+    best = None
+    for _ in range(repeat):
+        halo = Halo(local, COMM, "p2p")
+        system = Distributed(matrix, halo, COMM)
+        system.solve(b, tol=1e-300, max_iter=2)                  # compile and warm up
+        halo.seconds = system.allreduce_seconds = 0.0
+        COMM.Barrier()
+        start = time.perf_counter()
+        system.solve(b, tol=1e-300, max_iter=iterations)
+        parts = np.array([time.perf_counter() - start, halo.seconds, system.allreduce_seconds])
+        halo.free()
+        COMM.Allreduce(MPI.IN_PLACE, [parts, MPI.DOUBLE], op=MPI.SUM)
+        parts /= COMM.Get_size()
+        if best is None or parts[0] < best[0]:
+            best = parts
+    per = best / (iterations + 1)                      # the solve does iterations + 1 products
+    n_rows = COMM.allreduce(matrix.n_rows, op=MPI.MAX)
+    nnz = COMM.allreduce(matrix.nnz, op=MPI.MAX)
+    # SpMV (values, indices, x, y) + 3 dot products (2 vectors) + 3 updates (3 vectors) + z = D r
+    traffic = bench.spmv_bytes(n_rows, nnz) + 8 * n_rows * (3 * 2 + 3 * 3 + 3)
+    return {"seconds_per_iteration": float(per[0]), "halo_s": float(per[1]),
+            "allreduce_s": float(per[2]), "compute_s": float(per[0] - per[1] - per[2]),
+            "bytes_per_iteration_max_rank": int(traffic)}
+
+
+def stream_together(repeat: int, n: int = 2**22) -> float:
+    """STREAM triad of all ranks at once (one thread each): the sum of their GB/s, the memory
+    bandwidth P processes get together (24 bytes per element, as STREAM counts)."""
+    a, b, c = np.empty(n), np.empty(n), np.empty(n)
+    native.stream_init("c", a, b, c)
+    seconds = timed(lambda: native.stream_triad("c", 3.0, b, c, a), repeat)
+    return 24 * n * COMM.Get_size() / seconds / 1e9
+
+
+def deep_halos(mesh, owner, steps: int, repeat: int, depths=(1, 2, 3)) -> list[dict]:
+    """Explicit heat steps with halos 1, 2, 3 wide: time, exchanges, messages, bytes and
+    redundant rows (summed over ranks), the best of `repeat` runs."""
+    out = []
+    for depth in depths:
+        best = None
+        for _ in range(repeat):
+            run = heat_steps(mesh, owner, depth, steps)
+            figures = np.array([run["seconds"], run["seconds_exchange"]])
+            COMM.Allreduce(MPI.IN_PLACE, [figures, MPI.DOUBLE], op=MPI.MAX)
+            if best is None or figures[0] < best[0]:
+                best = figures
+        out.append({"depth": depth, "steps": steps, "seconds": float(best[0]),
+                    "seconds_exchange": float(best[1]), "exchanges": run["exchanges"],
+                    "messages": COMM.allreduce(run["messages"]),
+                    "bytes": COMM.allreduce(run["bytes"]),
+                    "rows_redundant": COMM.allreduce(run["rows_redundant"]),
+                    "rows_computed": COMM.allreduce(run["rows_computed"])})
+    return out
+
+
+def partitioned(n: int, partition: str):
+    """(mesh, owner, this rank's local data) of the n^3 box (the partition made on rank 0)."""
+    mesh = box_mesh(n, n, n)
+    size = COMM.Get_size()
+    owner = COMM.bcast(make_partition(mesh, partition, size) if COMM.Get_rank() == 0 else None)
+    return mesh, owner, local_data(mesh, owner, COMM.Get_rank())
+
+
+def measure(n: int, cg_n: int, partition: str, repeat: int, iterations: int, steps: int) -> dict:
+    size = COMM.Get_size()
+    mesh, owner, local = partitioned(n, partition)
+    cg_mesh, _, cg_local = partitioned(cg_n, partition) if cg_n != n else (mesh, owner, local)
+    times = [pingpong(b, repeat) for b in PINGPONG_BYTES]
+    out = {"ranks": size, "n": n, "cg_n": cg_n, "partition": partition,
+           "quality": quality(mesh, owner).as_dict(),
+           "pingpong": {"bytes": PINGPONG_BYTES, "seconds": times},
+           "model": fit_alpha_beta(PINGPONG_BYTES, times) if size > 1 else None,
+           "allreduce": allreduce_latency(repeat),
+           "halo": halo_times(local, repeat), "sizes": size_exchange(local, repeat),
+           "cg": cg_split(cg_mesh, cg_local, iterations, repeat),
+           "stream_triad_gbs": stream_together(repeat),
+           "deep_halo": deep_halos(mesh, owner, steps, repeat)}
+    # the exchange against the ping-pong of the same message sizes, one after the other (the
+    # busiest rank's messages)
+    if out["model"]:
+        counts = np.diff(local.export_ptr) * 8
+        sequential = sum(np.interp(c, PINGPONG_BYTES, times) for c in counts)
+        out["halo_pingpong_model_s"] = COMM.allreduce(float(sequential), op=MPI.MAX)
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m course.parallel.bench_rank")
+    p.add_argument("--n", type=int, default=24)
+    p.add_argument("--cg-n", type=int, default=48)
+    p.add_argument("--partition", default="metis")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--iterations", type=int, default=30)
+    p.add_argument("--steps", type=int, default=12)
+    args = p.parse_args(argv)
+    result = measure(args.n, args.cg_n, args.partition, args.repeat, args.iterations, args.steps)
+    if COMM.Get_rank() == 0:
+        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
