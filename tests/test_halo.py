@@ -227,6 +227,19 @@ def test_read_local_refuses_bad_files(tmp_path, edit, message):
     assert str(info.value).startswith(f"{path}:")
 
 
+@pytest.mark.parametrize("change, message", [
+    (lambda loc: {"import_index": loc.import_index[::-1].copy()}, "import_index must list"),
+    (lambda loc: {"neighbours": loc.neighbours * 0}, "ascending and not include RANK"),
+])
+def test_read_local_refuses_inconsistent_tables(tmp_path, change, message):
+    import dataclasses
+
+    loc = local_data(MESH, part.block_partition(MESH, 2, 1, 1), 0)
+    write_local(tmp_path / "part.0", MESH, dataclasses.replace(loc, **change(loc)))
+    with pytest.raises(ValueError, match=message):
+        read_local(tmp_path / "part.0")
+
+
 def test_read_local_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="cannot read local data"):
         read_local(tmp_path / "nothing.0")

@@ -272,6 +272,11 @@ def read_local(path) -> tuple[BoxMesh, LocalData]:
         if ptr[0] != 0 or np.any(np.diff(ptr) < 0):
             r.fail(f"{name}_ptr must start at 0 and never decrease")
         tables += [ptr, r.block(int(ptr[-1]), f"{name}_index", 0, limit)]
+    if tables[0][-1] != n_external or not np.array_equal(tables[1], np.arange(n_internal,
+                                                                               n_local)):
+        r.fail("import_index must list the external nodes in order: N_INTERNAL .. N_LOCAL-1")
+    if np.any(np.diff(neighbours) <= 0) or np.any(neighbours == rank):
+        r.fail("the neighbour ranks must be ascending and not include RANK")
     local = LocalData(rank, size, n_internal, global_ids, elements, element_ids,
                       neighbours.astype(np.int32), *(t.astype(np.int32) for t in tables))
     return mesh, local
