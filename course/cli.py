@@ -197,7 +197,9 @@ def _partition(args) -> int:
         path = local_path(args.out, local.rank)
         write_local(path, box, local)
         files.append(str(path))
-    summary = {"partition": args.partition, **quality(box, owner).as_dict(), "files": files}
+    summary = {"partition": args.partition, "nx": box.nx, "ny": box.ny, "nz": box.nz,
+               "dx": box.dx, "dy": box.dy, "dz": box.dz, **quality(box, owner).as_dict(),
+               "files": files}
     print(json.dumps(summary) if args.json else
           "\n".join(f"{key:>16}: {value}" for key, value in summary.items()))
     return 0
@@ -356,7 +358,11 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print one JSON object")
     sp.set_defaults(run=_solve)
 
-    pa = sub.add_parser("partition", help="write the local data files of a partition (05_halo)")
+    pa = sub.add_parser("partition", help="write the local data files of a partition (05_halo)",
+                        description="Write PREFIX.0 .. PREFIX.<ranks-1>, the local data of every "
+                                    "rank, for the MPI programs (line 7 of their input: local "
+                                    "PREFIX). The box must be the program input's: give the "
+                                    "same NX NY NZ and DX DY DZ (default 1/NX ...).")
     for axis in "xyz":
         pa.add_argument(f"--n{axis}", type=_positive(int), default=8,
                         help=f"elements along {axis} (default 8)")

@@ -126,6 +126,12 @@ def root() -> Path:
 
 
 @pytest.fixture(scope="session")
+def fem3d_c() -> Path:
+    """The serial C program of 02_fem3d: the reference of the MPI programs' tests."""
+    return native.binary("fem3d_c")
+
+
+@pytest.fixture(scope="session")
 def random_crs():
     """A random non-symmetric 40 x 40 CRS matrix whose rows have different lengths, with empty
     rows (one in the middle, the last one), plus the scipy matrix it came from."""

@@ -210,12 +210,13 @@ def test_local_files_round_trip(partitioned, tmp_path):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda lines: lines[:1], "file ends; expected RANK SIZE"),
+    (lambda lines: lines[:1], "the file ends; expected RANK SIZE"),
     (lambda lines: ["# something else"] + lines[1:], "not a local data file"),
     (lambda lines: lines[:1] + ["5 2    RANK SIZE"] + lines[2:], "RANK 5 must be in 0 .. SIZE-1"),
+    (lambda lines: lines[:2] + ["7.9 5 6 0.1 0.2 0.3"] + lines[3:], "NX NY NZ must be integers"),
     (lambda lines: lines[:4] + ["0 1 2 3 4 5 6 7 8 x"] + lines[5:], "expected numbers: global node numbers"),
     (lambda lines: lines[:4] + ["999999"] + lines[5:], "expected 10 value"),
-    (lambda lines: lines[:-1], "file ends; expected export_index"),
+    (lambda lines: lines[:-1], "the file ends; expected export_index"),
 ])
 def test_read_local_refuses_bad_files(tmp_path, edit, message):
     loc = local_data(MESH, part.block_partition(MESH, 2, 1, 1), 0)

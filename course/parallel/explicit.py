@@ -21,7 +21,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import scipy.sparse
 from mpi4py import MPI
 
 from ..mesh import BoxMesh, check_face

@@ -152,8 +152,9 @@ def all_local_data(mesh: BoxMesh, owner) -> list[LocalData]:
 # --- files -----------------------------------------------------------------------------------------
 
 FILE_FORMAT = """\
-Local data file of one rank (text; one group per line, anything after the values is a comment;
-a block of N numbers is written 10 to a line; local indices are 0-based):
+Local data file of one rank (text; local indices are 0-based). A line with one group of values
+(RANK SIZE, the box, the counts) may carry a comment after them; a block of N numbers is written 10
+to a line, numbers only, and an empty block (N = 0) has no line at all:
   RANK SIZE
   NX NY NZ DX DY DZ             the global box (course.mesh.BoxMesh)
   N_INTERNAL N_EXTERNAL
@@ -218,9 +219,9 @@ class _Reader:
         raise ValueError(f"{self.path}:{self.line}: {what}")
 
     def _next_tokens(self, what: str) -> list[str]:
-        if self.line >= len(self.lines):
-            self.fail(f"file ends; expected {what}")
         self.line += 1
+        if self.line > len(self.lines):
+            self.fail(f"the file ends; expected {what}")      # names the missing line
         return self.lines[self.line - 1].split()
 
     def values(self, count: int, what: str, kind=int, comment: bool = True) -> list:
@@ -248,11 +249,11 @@ def read_local(path) -> tuple[BoxMesh, LocalData]:
     rank, size = r.values(2, "RANK SIZE")
     if not 0 <= rank < size:
         r.fail(f"RANK {rank} must be in 0 .. SIZE-1 = {size - 1}")
-    box = r.values(6, "NX NY NZ DX DY DZ", kind=float)
+    box = r.values(6, "NX NY NZ DX DY DZ", kind=str)
     try:
-        mesh = BoxMesh(*(int(v) for v in box[:3]), *box[3:])
+        mesh = BoxMesh(*(int(v) for v in box[:3]), *(float(v) for v in box[3:]))
     except ValueError as err:
-        r.fail(str(err))
+        r.fail(f"NX NY NZ must be integers, DX DY DZ numbers: {err}")
     n_internal, n_external = r.values(2, "N_INTERNAL N_EXTERNAL")
     n_local = n_internal + n_external
     if n_internal < 1 or n_external < 0:

@@ -58,8 +58,6 @@ static int node_number(const problem *p, const int i[3])
  * bottom face k counter-clockwise, then the top face k+1) */
 static void build_mesh(const problem *p, double *restrict xyz, int *restrict elements)
 {
-    static const int CORNER[8][3] = {{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {0, 1, 0},
-                                     {0, 0, 1}, {1, 0, 1}, {1, 1, 1}, {0, 1, 1}};
     int i[3];
     for (i[2] = 0; i[2] <= p->nel[2]; i[2]++)
         for (i[1] = 0; i[1] <= p->nel[1]; i[1]++)
@@ -71,7 +69,8 @@ static void build_mesh(const problem *p, double *restrict xyz, int *restrict ele
         for (i[1] = 0; i[1] < p->nel[1]; i[1]++)
             for (i[0] = 0; i[0] < p->nel[0]; i[0]++, e++)
                 for (int a = 0; a < 8; a++) {
-                    int corner[3] = {i[0] + CORNER[a][0], i[1] + CORNER[a][1], i[2] + CORNER[a][2]};
+                    int corner[3] = {i[0] + FEM3D_CORNER[a][0], i[1] + FEM3D_CORNER[a][1],
+                                     i[2] + FEM3D_CORNER[a][2]};
                     elements[8 * e + a] = node_number(p, corner);
                 }
 }

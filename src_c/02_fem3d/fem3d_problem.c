@@ -5,6 +5,9 @@
 
 const char *const FEM3D_FACES[6] = {"xmin", "xmax", "ymin", "ymax", "zmin", "zmax"};
 
+const int FEM3D_CORNER[8][3] = {{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {0, 1, 0},
+                                {0, 0, 1}, {1, 0, 1}, {1, 1, 1}, {0, 1, 1}};
+
 void fem3d_read_problem(input_file *restrict in, fem3d_problem *restrict p)
 {
     input_ints(in, 3, p->nel, "NX NY NZ: number of elements");

@@ -7,6 +7,10 @@
 /* the faces of the box, in the order of fem3d_problem.fixed_face */
 extern const char *const FEM3D_FACES[6];
 
+/* the 8 corners of an element (i, j, k) in fem3d's order, as offsets from node (i, j, k): the
+ * bottom face counter-clockwise, then the top face (VTK's hexahedron numbers them alike) */
+extern const int FEM3D_CORNER[8][3];
+
 typedef struct {
     int nel[3];          /* elements in x, y, z */
     double size[3];      /* element size in x, y, z */

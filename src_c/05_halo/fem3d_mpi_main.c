@@ -1,24 +1,31 @@
-/* fem3d_mpi: fem3d (lecture 02) on P MPI ranks, the nodes cut into PX x PY x PZ blocks.
+/* fem3d_mpi: fem3d (lecture 02) on P MPI ranks, the nodes cut into PX x PY x PZ blocks or into any
+ * parts given as local data files.
  *
  *   usage: mpiexec -n P fem3d_mpi_c INPUT [OUTPUT.pvtu]
  *
- * INPUT is fem3d's input file (see src_c/02_fem3d/fem3d_main.c) with a 7th line
+ * INPUT is fem3d's input file (see src_c/02_fem3d/fem3d_main.c) with a 7th line, one of
  *   PX PY PZ        number of parts along x, y, z (> 0, PX PY PZ = P, PX <= NX + 1, ...)
- * The NX + 1 node indices along x are cut into PX parts: part p holds i in [start(p), start(p+1)),
- * start(p) = p (NX + 1) / PX; the same along y and z. Rank px + PX (py + PY pz) owns the nodes of
- * block (px, py, pz). Each rank builds its local data by itself, GeoFEM style (there is no global
- * mesh anywhere):
+ *   local PREFIX    rank r reads its local data from the file PREFIX.r (relative to the current
+ *                   folder, or absolute), which `python -m course partition ... --out PREFIX`
+ *                   writes for any partition, METIS's included (local_data.h)
+ * Blocks: the NX + 1 node indices along x are cut into PX parts: part p holds i in
+ * [start(p), start(p+1)), start(p) = p (NX + 1) / PX; the same along y and z. Rank
+ * px + PX (py + PY pz) owns the nodes of block (px, py, pz). Each rank builds its local data by
+ * itself, GeoFEM style (there is no global mesh anywhere), the same data as the files hold:
  *   internal nodes   the nodes it owns, in ascending global number;
  *   local elements   the elements with an internal corner, in ascending global number: the block
  *                    plus one layer of elements towards every neighbouring block (the overlap);
  *   external nodes   the other corners of the local elements, by owner rank, then global number;
- * and the import/export tables of halo.h. It assembles with fem3d's kernels (its internal rows come
- * out equal to the serial ones) and solves with pcg_jacobi_mpi. Rank 0 prints fem3d's summary, with
- * global numbers, and a line on the partition. With OUTPUT.pvtu, rank r writes the piece STEM_r.vtu
- * (VTK XML: its local nodes and the elements whose corner 0 it owns, so that every element is in
- * exactly one piece) and rank 0 the file OUTPUT.pvtu that gathers the pieces (ParaView).
- * Exit status, the same on every rank: 0 converged, 1 not converged (or out of memory), 2 bad input
- * or output file. Only rank 0 prints, and an error is one line on stderr. */
+ * and the import/export tables of halo.h. From there on blocks and files take one path: the node
+ * data from the global numbers, the local matrix over the local elements assembled with fem3d's
+ * kernels (its internal rows come out equal to the serial ones), pcg_jacobi_mpi. Rank 0 prints
+ * fem3d's summary, with global numbers, and a line on the partition. With OUTPUT.pvtu, rank r
+ * writes the piece STEM_r.vtu (VTK XML: its local nodes and the elements whose corner 0 it owns, so
+ * that every element is in exactly one piece) and rank 0 the file OUTPUT.pvtu that gathers the
+ * pieces (ParaView).
+ * Exit status, the same on every rank: 0 converged, 1 not converged (or out of memory), 2 bad
+ * input, local data or output file. An error is one line on stderr, from the lowest rank that found
+ * it. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -32,39 +39,138 @@
 #include "fem3d_problem.h"
 #include "halo.h"
 #include "input.h"
+#include "local_data.h"
 
 #define PROG "fem3d_mpi_c"
+
+enum { PATH_SIZE = 1024, MSG_SIZE = 2 * PATH_SIZE };
 
 static const char *const PART_NAMES[3] = {"PX", "PY", "PZ"};
 
 typedef struct {
-    fem3d_problem fem;   /* fem3d's six lines */
-    int parts[3];        /* PX PY PZ */
+    fem3d_problem fem;             /* fem3d's six lines */
+    int parts[3];                  /* PX PY PZ, or 0 0 0 with local data files */
+    char prefix[PATH_SIZE];        /* PREFIX of `local PREFIX`, or "" for blocks */
 } problem;
 
-/* fem3d's input (the same messages, from the same reader) plus line 7, checked against the job */
+/* line 7 as PX PY PZ, checked against the job */
+static void read_parts(input_file *in, char *line, int n_ranks, problem *p)
+{
+    input_parse_ints(in, line, 3, p->parts, "PX PY PZ: number of parts along x, y, z");
+    for (int d = 0; d < 3; d++)
+        input_require_positive(in, p->parts[d], PART_NAMES[d]);
+    double n_parts = (double)p->parts[0] * p->parts[1] * p->parts[2];   /* may overflow an int */
+    if (n_parts != n_ranks)
+        input_fail(in, "PX PY PZ = %d %d %d make %.0f parts, but the job has %d ranks",
+                   p->parts[0], p->parts[1], p->parts[2], n_parts, n_ranks);
+    for (int d = 0; d < 3; d++)
+        if (p->parts[d] > p->fem.nel[d] + 1)
+            input_fail(in, "%s = %d parts but only %d nodes along %c", PART_NAMES[d], p->parts[d],
+                       p->fem.nel[d] + 1, "xyz"[d]);
+}
+
+/* line 7 as `local PREFIX`: returns 0 (and reads nothing) if its first word is not `local` */
+static int read_prefix(const input_file *in, const char *line, problem *p)
+{
+    const char *word = line + strspn(line, " \t\r\n");
+    size_t len = strcspn(word, " \t\r\n");
+    if (len != 5 || strncmp(word, "local", 5) != 0)
+        return 0;
+    const char *prefix = word + len + strspn(word + len, " \t\r\n");
+    len = strcspn(prefix, " \t\r\n");
+    if (len == 0)
+        input_fail(in, "expected a path prefix after 'local' (local PREFIX: the local data files "
+                   "PREFIX.0, PREFIX.1, ...)");
+    if (len + 16 > sizeof p->prefix)       /* room for ".RANK" */
+        input_fail(in, "the path prefix is longer than %d characters", (int)sizeof p->prefix - 16);
+    memcpy(p->prefix, prefix, len);
+    p->prefix[len] = '\0';
+    return 1;
+}
+
+/* fem3d's input (the same messages, from the same reader) plus line 7 */
 static problem read_input(const char *path, int n_ranks)
 {
     problem p;
+    memset(&p, 0, sizeof p);
     input_file in;
+    char line[PATH_SIZE];
     input_open(&in, PROG, path);
     fem3d_read_problem(&in, &p.fem);
-    input_ints(&in, 3, p.parts, "PX PY PZ: number of parts along x, y, z");
-    for (int d = 0; d < 3; d++)
-        input_require_positive(&in, p.parts[d], PART_NAMES[d]);
-    double n_parts = (double)p.parts[0] * p.parts[1] * p.parts[2];   /* may overflow an int */
-    if (n_parts != n_ranks)
-        input_fail(&in, "PX PY PZ = %d %d %d make %.0f parts, but the job has %d ranks",
-                   p.parts[0], p.parts[1], p.parts[2], n_parts, n_ranks);
-    for (int d = 0; d < 3; d++)
-        if (p.parts[d] > p.fem.nel[d] + 1)
-            input_fail(&in, "%s = %d parts but only %d nodes along %c", PART_NAMES[d], p.parts[d],
-                       p.fem.nel[d] + 1, "xyz"[d]);
+    input_line(&in, line, sizeof line, "PX PY PZ (number of parts along x, y, z) or local PREFIX");
+    if (!read_prefix(&in, line, &p))
+        read_parts(&in, line, n_ranks, &p);
     input_close(&in);
     return p;
 }
 
-/* ---- the partition: boxes of node indices ---------------------------------------------------- */
+/* ---- agreeing across ranks ------------------------------------------------------------------- */
+
+/* nonzero on every rank if flag is nonzero on any rank */
+static int on_any_rank(int flag)
+{
+    int any;
+    MPI_Allreduce(&flag, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return any;
+}
+
+/* The ranks agree on a step that may fail on some of them only (each reads its own file): the
+ * lowest rank that failed prints its message, one line, and every rank returns its status (0 if
+ * no rank failed). */
+static int agree(int status, const char *msg, int rank, int n_ranks)
+{
+    int mine = status != 0 ? rank : n_ranks, first;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first == n_ranks)
+        return 0;
+    if (first == rank)
+        fprintf(stderr, PROG ": %s\n", msg);
+    MPI_Bcast(&status, 1, MPI_INT, first, MPI_COMM_WORLD);
+    return status;
+}
+
+/* "PROG: message" (printf-like) on stderr, from rank 0 only: the ranks agreed on the failure */
+static void report(int rank, const char *fmt, ...)
+{
+    if (rank != 0)
+        return;
+    va_list ap;
+    fputs(PROG ": ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static int out_of_memory(const problem *p, int rank)
+{
+    report(rank, "out of memory for NX NY NZ = %d %d %d", p->fem.nel[0], p->fem.nel[1],
+           p->fem.nel[2]);
+    return 1;
+}
+
+/* Registered with atexit: a rank that leaves through exit() (the input reader, when every rank
+ * rejects the same file) still finalizes MPI, so the job ends as a normal exit with status 2 and
+ * mpiexec does not abort it. */
+static void finalize_mpi(void)
+{
+    int initialized, finalized;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized)
+        MPI_Finalize();
+}
+
+/* calloc that notes a failure in *failed instead of stopping: the ranks agree on it afterwards */
+static void *alloc_zeroed(long count, size_t size, int *failed)
+{
+    void *mem = calloc(count > 0 ? (size_t)count : 1, size);
+    if (mem == NULL)
+        *failed = 1;
+    return mem;
+}
+
+/* ---- the local data of the blocks: boxes of node indices ------------------------------------- */
 
 typedef struct {
     int lo[3], hi[3];    /* the nodes (i[0], i[1], i[2]) with lo[d] <= i[d] < hi[d] */
@@ -117,7 +223,11 @@ static int rank_of(const problem *p, const int part[3])
     return part[0] + p->parts[0] * (part[1] + p->parts[1] * part[2]);
 }
 
-/* ---- the local data of one rank -------------------------------------------------------------- */
+/* global number of node (i[0], i[1], i[2]) */
+static int node_number(const problem *p, const int i[3])
+{
+    return i[0] + (p->fem.nel[0] + 1) * (i[1] + (p->fem.nel[1] + 1) * i[2]);
+}
 
 enum { MAX_NEIGHBOURS = 26 };    /* the blocks around a block */
 
@@ -125,47 +235,30 @@ typedef struct {
     box owned;           /* the internal nodes */
     box local;           /* all local nodes: the owned box grown by one layer */
     box elem;            /* local elements: element (i, j, k) has corners i..i+1, j..j+1, k..k+1 */
-    int n_internal, n_local, n_elem, n_quad, n_export;
     int n_neighbours;
     int neighbours[MAX_NEIGHBOURS];              /* their ranks, ascending */
     int neighbour_part[MAX_NEIGHBOURS][3];
     int import_ptr[MAX_NEIGHBOURS + 1], export_ptr[MAX_NEIGHBOURS + 1];
-    int *import_index, *export_index;
     int *local_of;       /* the local number of each node of the local box, by position in it */
-    int *grid;           /* grid[3 a + d]: index along axis d of local node a */
-    int *elements;       /* the 8 local corners of every local element, fem3d's corner order */
-    int *quads;          /* the 4 local corners of every flux-face quad of a local element */
-} local_mesh;
+} block_plan;
 
-/* The sizes of rank `rank`'s local data, from the partition alone (no communication): the node
- * boxes, the neighbours and how many nodes go to and come from each of them. */
-static void plan_local_mesh(const problem *p, int rank, local_mesh *m)
+/* The boxes of rank `rank`, its neighbours and how many nodes go to and come from each of them,
+ * from the partition alone (no communication). */
+static void plan_blocks(const problem *p, int rank, block_plan *b)
 {
     int part[3] = {rank % p->parts[0], rank / p->parts[0] % p->parts[1],
                    rank / (p->parts[0] * p->parts[1])};
-    m->owned = owned_box(p, part);
-    m->local = grown_box(p, &m->owned);
-    m->n_internal = (int)box_count(&m->owned);
-    m->n_local = (int)box_count(&m->local);
+    b->owned = owned_box(p, part);
+    b->local = grown_box(p, &b->owned);
     for (int d = 0; d < 3; d++) {           /* element i has corners i and i + 1 */
-        m->elem.lo[d] = m->local.lo[d];
-        m->elem.hi[d] = m->local.hi[d] - 1;
+        b->elem.lo[d] = b->local.lo[d];
+        b->elem.hi[d] = b->local.hi[d] - 1;
     }
-    m->n_elem = (int)box_count(&m->elem);
-
-    const int flux_face = p->fem.fixed_face ^ 1, axis = flux_face / 2;
-    const int layer = flux_face % 2 ? p->fem.nel[axis] - 1 : 0; /* the elements at the face */
-    box face_layer = {{0, 0, 0}, {p->fem.nel[0], p->fem.nel[1], p->fem.nel[2]}};
-    face_layer.lo[axis] = layer;
-    face_layer.hi[axis] = layer + 1;
-    box on_face = intersection(&m->elem, &face_layer);    /* empty if the block is not there */
-    m->n_quad = (int)box_count(&on_face);
-
     /* The neighbours: the existing blocks around this one, dz outermost and dx innermost, which
      * gives ascending ranks. Each owns some nodes of our grown box (we import them) and its grown
      * box holds some of our nodes (we export them): the relation is symmetric. */
-    m->n_neighbours = 0;
-    m->import_ptr[0] = m->export_ptr[0] = 0;
+    b->n_neighbours = 0;
+    b->import_ptr[0] = b->export_ptr[0] = 0;
     int shift[3];
     for (shift[2] = -1; shift[2] <= 1; shift[2]++)
         for (shift[1] = -1; shift[1] <= 1; shift[1]++)
@@ -177,134 +270,281 @@ static void plan_local_mesh(const problem *p, int rank, local_mesh *m)
                 }
                 if (!exists || (shift[0] == 0 && shift[1] == 0 && shift[2] == 0))
                     continue;
-                const int nb = m->n_neighbours++;
+                const int nb = b->n_neighbours++;
                 box theirs = owned_box(p, other), their_local = grown_box(p, &theirs);
-                box imported = intersection(&theirs, &m->local);
-                box exported = intersection(&m->owned, &their_local);
-                m->neighbours[nb] = rank_of(p, other);
-                memcpy(m->neighbour_part[nb], other, sizeof other);
-                m->import_ptr[nb + 1] = m->import_ptr[nb] + (int)box_count(&imported);
-                m->export_ptr[nb + 1] = m->export_ptr[nb] + (int)box_count(&exported);
+                box imported = intersection(&theirs, &b->local);
+                box exported = intersection(&b->owned, &their_local);
+                b->neighbours[nb] = rank_of(p, other);
+                memcpy(b->neighbour_part[nb], other, sizeof other);
+                b->import_ptr[nb + 1] = b->import_ptr[nb] + (int)box_count(&imported);
+                b->export_ptr[nb + 1] = b->export_ptr[nb] + (int)box_count(&exported);
             }
-    m->n_export = m->export_ptr[m->n_neighbours];
 }
 
-/* calloc that notes a failure in *failed instead of stopping: the ranks agree on it afterwards */
-static void *alloc_zeroed(long count, size_t size, int *failed)
+/* the sizes of the local data from the plan, and its arrays */
+static void alloc_block_data(block_plan *b, local_data *d, int *failed)
 {
-    void *mem = calloc(count > 0 ? (size_t)count : 1, size);
-    if (mem == NULL)
-        *failed = 1;
-    return mem;
-}
-
-static void alloc_local_mesh(local_mesh *m, int *failed)
-{
-    m->import_index = alloc_zeroed(m->n_local - m->n_internal, sizeof(int), failed);
-    m->export_index = alloc_zeroed(m->n_export, sizeof(int), failed);
-    m->local_of = alloc_zeroed(m->n_local, sizeof(int), failed);
-    m->grid = alloc_zeroed(3L * m->n_local, sizeof(int), failed);
-    m->elements = alloc_zeroed(8L * m->n_elem, sizeof(int), failed);
-    m->quads = alloc_zeroed(4L * m->n_quad, sizeof(int), failed);
-}
-
-static void free_local_mesh(local_mesh *m)
-{
-    free(m->import_index), free(m->export_index), free(m->local_of), free(m->grid);
-    free(m->elements), free(m->quads);
+    const int n_nb = b->n_neighbours;
+    d->n_internal = (int)box_count(&b->owned);
+    d->n_local = (int)box_count(&b->local);
+    d->n_elem = (int)box_count(&b->elem);
+    d->n_neighbours = n_nb;
+    d->global_ids = alloc_zeroed(d->n_local, sizeof(int), failed);
+    d->element_ids = alloc_zeroed(d->n_elem, sizeof(int), failed);
+    d->elements = alloc_zeroed(8L * d->n_elem, sizeof(int), failed);
+    d->neighbours = alloc_zeroed(n_nb, sizeof(int), failed);
+    d->import_ptr = alloc_zeroed(n_nb + 1, sizeof(int), failed);
+    d->import_index = alloc_zeroed(d->n_local - d->n_internal, sizeof(int), failed);
+    d->export_ptr = alloc_zeroed(n_nb + 1, sizeof(int), failed);
+    d->export_index = alloc_zeroed(b->export_ptr[n_nb], sizeof(int), failed);
+    b->local_of = alloc_zeroed(d->n_local, sizeof(int), failed);
 }
 
 /* position of node i in the local box (i must lie in it) */
-static long local_position(const local_mesh *m, const int i[3])
+static long local_position(const block_plan *b, const int i[3])
 {
-    const box *b = &m->local;
-    return (i[0] - b->lo[0])
-           + (long)(b->hi[0] - b->lo[0])
-                 * ((i[1] - b->lo[1]) + (long)(b->hi[1] - b->lo[1]) * (i[2] - b->lo[2]));
+    const box *l = &b->local;
+    return (i[0] - l->lo[0])
+           + (long)(l->hi[0] - l->lo[0])
+                 * ((i[1] - l->lo[1]) + (long)(l->hi[1] - l->lo[1]) * (i[2] - l->lo[2]));
 }
 
-/* Gives the nodes of box b the local numbers next, next + 1, ... in ascending global number
+/* Gives the nodes of box c the local numbers next, next + 1, ... in ascending global number
  * (k outermost, i innermost); returns the next free number. */
-static int number_nodes(local_mesh *m, const box *b, int next)
+static int number_nodes(const problem *p, block_plan *b, local_data *d, const box *c, int next)
 {
     int i[3];
-    for (i[2] = b->lo[2]; i[2] < b->hi[2]; i[2]++)
-        for (i[1] = b->lo[1]; i[1] < b->hi[1]; i[1]++)
-            for (i[0] = b->lo[0]; i[0] < b->hi[0]; i[0]++, next++) {
-                m->local_of[local_position(m, i)] = next;
-                for (int d = 0; d < 3; d++)
-                    m->grid[3L * next + d] = i[d];
+    for (i[2] = c->lo[2]; i[2] < c->hi[2]; i[2]++)
+        for (i[1] = c->lo[1]; i[1] < c->hi[1]; i[1]++)
+            for (i[0] = c->lo[0]; i[0] < c->hi[0]; i[0]++, next++) {
+                b->local_of[local_position(b, i)] = next;
+                d->global_ids[next] = node_number(p, i);
             }
     return next;
 }
 
-/* The local numbers of the nodes of box b, ascending global number, into list; returns how many. */
-static int list_nodes(const local_mesh *m, const box *b, int *restrict list)
+/* The local numbers of the nodes of box c, ascending global number, into list. */
+static void list_nodes(const block_plan *b, const box *c, int *restrict list)
 {
     int i[3], count = 0;
-    for (i[2] = b->lo[2]; i[2] < b->hi[2]; i[2]++)
-        for (i[1] = b->lo[1]; i[1] < b->hi[1]; i[1]++)
-            for (i[0] = b->lo[0]; i[0] < b->hi[0]; i[0]++)
-                list[count++] = m->local_of[local_position(m, i)];
-    return count;
+    for (i[2] = c->lo[2]; i[2] < c->hi[2]; i[2]++)
+        for (i[1] = c->lo[1]; i[1] < c->hi[1]; i[1]++)
+            for (i[0] = c->lo[0]; i[0] < c->hi[0]; i[0]++)
+                list[count++] = b->local_of[local_position(b, i)];
 }
 
 /* Internal nodes first, then the external ones neighbour by neighbour (ascending rank), each
  * group in ascending global number; the import and export lists in the same orders. */
-static void number_local_nodes(const problem *p, local_mesh *m)
+static void number_block_nodes(const problem *p, block_plan *b, local_data *d)
 {
-    int next = number_nodes(m, &m->owned, 0);
-    for (int nb = 0; nb < m->n_neighbours; nb++) {
-        box theirs = owned_box(p, m->neighbour_part[nb]);
-        box imported = intersection(&theirs, &m->local);
-        next = number_nodes(m, &imported, next);
+    int next = number_nodes(p, b, d, &b->owned, 0);
+    for (int nb = 0; nb < b->n_neighbours; nb++) {
+        box theirs = owned_box(p, b->neighbour_part[nb]);
+        box imported = intersection(&theirs, &b->local);
+        next = number_nodes(p, b, d, &imported, next);
     }
-    for (int k = 0; k < m->n_local - m->n_internal; k++)
-        m->import_index[k] = m->n_internal + k;
-    for (int nb = 0; nb < m->n_neighbours; nb++) {
-        box theirs = owned_box(p, m->neighbour_part[nb]), their_local = grown_box(p, &theirs);
-        box exported = intersection(&m->owned, &their_local);
-        list_nodes(m, &exported, m->export_index + m->export_ptr[nb]);
+    for (int k = 0; k < d->n_local - d->n_internal; k++)
+        d->import_index[k] = d->n_internal + k;
+    for (int nb = 0; nb < b->n_neighbours; nb++) {
+        box theirs = owned_box(p, b->neighbour_part[nb]), their_local = grown_box(p, &theirs);
+        box exported = intersection(&b->owned, &their_local);
+        list_nodes(b, &exported, d->export_index + b->export_ptr[nb]);
     }
+    memcpy(d->neighbours, b->neighbours, b->n_neighbours * sizeof(int));
+    memcpy(d->import_ptr, b->import_ptr, (b->n_neighbours + 1) * sizeof(int));
+    memcpy(d->export_ptr, b->export_ptr, (b->n_neighbours + 1) * sizeof(int));
 }
 
-/* the local elements in ascending global number, with fem3d's corner order (build_mesh) */
-static void build_local_elements(local_mesh *m)
+/* the local elements in ascending global number, with fem3d's corner order */
+static void build_block_elements(const problem *p, const block_plan *b, local_data *d)
 {
-    static const int CORNER[8][3] = {{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {0, 1, 0},
-                                     {0, 0, 1}, {1, 0, 1}, {1, 1, 1}, {0, 1, 1}};
-    const box *b = &m->elem;
+    const box *c = &b->elem;
     int i[3];
     long e = 0;
-    for (i[2] = b->lo[2]; i[2] < b->hi[2]; i[2]++)
-        for (i[1] = b->lo[1]; i[1] < b->hi[1]; i[1]++)
-            for (i[0] = b->lo[0]; i[0] < b->hi[0]; i[0]++, e++)
+    for (i[2] = c->lo[2]; i[2] < c->hi[2]; i[2]++)
+        for (i[1] = c->lo[1]; i[1] < c->hi[1]; i[1]++)
+            for (i[0] = c->lo[0]; i[0] < c->hi[0]; i[0]++, e++) {
+                d->element_ids[e] = i[0] + p->fem.nel[0] * (i[1] + p->fem.nel[1] * i[2]);
                 for (int a = 0; a < 8; a++) {
-                    int corner[3] = {i[0] + CORNER[a][0], i[1] + CORNER[a][1], i[2] + CORNER[a][2]};
-                    m->elements[8 * e + a] = m->local_of[local_position(m, corner)];
+                    int corner[3];
+                    for (int k = 0; k < 3; k++)
+                        corner[k] = i[k] + FEM3D_CORNER[a][k];
+                    d->elements[8 * e + a] = b->local_of[local_position(b, corner)];
                 }
+            }
 }
 
-/* The flux-face quads of the local elements, in fem3d's order (face_quads: cyclic axes u, v of the
- * face, v outermost), so that every internal node gets its loads in the serial order. */
-static void build_local_flux_quads(const problem *p, local_mesh *m)
+/* The local data of this rank's block, built by itself; returns the exit status (agreed). */
+static int build_blocks(const problem *p, int rank, int n_ranks, local_data *d)
+{
+    block_plan b;
+    int failed = 0;
+    d->rank = rank;
+    d->size = n_ranks;
+    plan_blocks(p, rank, &b);
+    alloc_block_data(&b, d, &failed);
+    if (on_any_rank(failed)) {
+        free(b.local_of);
+        return out_of_memory(p, rank);
+    }
+    number_block_nodes(p, &b, d);
+    build_block_elements(p, &b, d);
+    free(b.local_of);
+    return 0;
+}
+
+/* ---- the local data from a file -------------------------------------------------------------- */
+
+/* Rank r reads PREFIX.r (name: its path, for messages); the ranks agree on the outcome, and on
+ * whether the tables of all files fit together. Returns the exit status. */
+static int read_local_files(const problem *p, int rank, int n_ranks, local_data *d,
+                            const char *name)
+{
+    char msg[MSG_SIZE];
+    int status = read_local_data(name, p->fem.nel, p->fem.size, rank, n_ranks, d, msg,
+                                 sizeof msg);
+    status = agree(status, msg, rank, n_ranks);
+    if (status == 0)
+        status = agree(check_local_tables(d, name, MPI_COMM_WORLD, msg, sizeof msg), msg, rank,
+                       n_ranks);
+    return status;
+}
+
+/* ---- the local mesh: what the local data give, the same for blocks and files ----------------- */
+
+typedef struct {
+    int *grid;           /* grid[3 a + d]: index along axis d of local node a */
+    int n_quad;
+    int *quads;          /* the 4 local corners of every flux-face quad of a local element */
+    int *elem_ptr, *elem_list;   /* the local elements around each local node (CRS) */
+    int *mark;           /* work array of local_pattern */
+} local_mesh;
+
+static void local_grid(const problem *p, const local_data *d, int *restrict grid)
+{
+    const int nx = p->fem.nel[0] + 1, ny = p->fem.nel[1] + 1;
+    for (int a = 0; a < d->n_local; a++) {
+        const int n = d->global_ids[a];
+        grid[3L * a] = n % nx;
+        grid[3L * a + 1] = n / nx % ny;
+        grid[3L * a + 2] = n / nx / ny;
+    }
+}
+
+/* 1 if local element e lies at the flux face (the face opposite to the fixed one) */
+static int at_flux_face(const problem *p, const local_data *d, int e)
+{
+    const int face = p->fem.fixed_face ^ 1, axis = face / 2, *nel = p->fem.nel;
+    const int id = d->element_ids[e];
+    const int i[3] = {id % nel[0], id / nel[0] % nel[1], id / nel[0] / nel[1]};
+    return i[axis] == (face % 2 ? nel[axis] - 1 : 0);
+}
+
+static int count_flux_quads(const problem *p, const local_data *d)
+{
+    int n = 0;
+    for (int e = 0; e < d->n_elem; e++)
+        n += at_flux_face(p, d, e);
+    return n;
+}
+
+/* The flux-face quads of the local elements at that face, in ascending element number: the 4
+ * corners of the element on the face, in cyclic order in the plane of the other two axes u, v
+ * (cyclic: u = axis + 1, v = axis + 2), as fem3d's face_quads. Quads with no internal corner are
+ * harmless: they only load external rows. */
+static void build_flux_quads(const problem *p, const local_data *d, int *restrict quads)
 {
     static const int STEP[4][2] = {{0, 0}, {1, 0}, {1, 1}, {0, 1}};
     const int face = p->fem.fixed_face ^ 1, axis = face / 2;
     const int u = (axis + 1) % 3, v = (axis + 2) % 3;
-    if (m->n_quad == 0)
-        return;
-    int i[3];
+    int corner_of_step[4];               /* the element corner at each step around the face */
+    for (int c = 0; c < 4; c++) {
+        int offset[3];
+        offset[axis] = face % 2;
+        offset[u] = STEP[c][0];
+        offset[v] = STEP[c][1];
+        for (int a = 0; a < 8; a++)
+            if (memcmp(FEM3D_CORNER[a], offset, sizeof offset) == 0)
+                corner_of_step[c] = a;
+    }
     long f = 0;
-    i[axis] = face % 2 ? p->fem.nel[axis] : 0;
-    for (i[v] = m->elem.lo[v]; i[v] < m->elem.hi[v]; i[v]++)
-        for (i[u] = m->elem.lo[u]; i[u] < m->elem.hi[u]; i[u]++, f++)
-            for (int c = 0; c < 4; c++) {
-                int corner[3] = {i[0], i[1], i[2]};
-                corner[u] += STEP[c][0];
-                corner[v] += STEP[c][1];
-                m->quads[4 * f + c] = m->local_of[local_position(m, corner)];
+    for (int e = 0; e < d->n_elem; e++)
+        if (at_flux_face(p, d, e)) {
+            for (int c = 0; c < 4; c++)
+                quads[4 * f + c] = d->elements[8L * e + corner_of_step[c]];
+            f++;
+        }
+}
+
+/* elem_list[elem_ptr[a] .. elem_ptr[a+1]-1]: the local elements that have local node a as a
+ * corner (elem_ptr zeroed on entry) */
+static void node_elements(const local_data *d, int *restrict elem_ptr, int *restrict elem_list)
+{
+    for (long k = 0; k < 8L * d->n_elem; k++)
+        elem_ptr[d->elements[k] + 1]++;
+    for (int a = 0; a < d->n_local; a++)
+        elem_ptr[a + 1] += elem_ptr[a];
+    for (long k = 0; k < 8L * d->n_elem; k++)           /* elem_ptr[a] moves to elem_ptr[a+1] */
+        elem_list[elem_ptr[d->elements[k]]++] = (int)(k / 8);
+    for (int a = d->n_local; a > 0; a--)
+        elem_ptr[a] = elem_ptr[a - 1];
+    elem_ptr[0] = 0;
+}
+
+/*
+ * The CRS pattern over all local rows and columns: row a holds every local node that shares a
+ * local element with a. Its columns are sorted by GLOBAL number, as in the serial matrix: an
+ * internal row (all the elements around an internal node are local) is the serial row, entry by
+ * entry. External rows lack the elements of other ranks; they are assembled only partly and the
+ * solver never reads them. */
+
+/* The columns of row a, unsorted, into cols (if not NULL); returns how many. mark: n_local ints,
+ * none equal to a + 1 on entry. */
+static int row_columns(const local_data *d, const local_mesh *m, int a, int *restrict mark,
+                       int *restrict cols)
+{
+    int n = 0;
+    for (int k = m->elem_ptr[a]; k < m->elem_ptr[a + 1]; k++)
+        for (int c = 0; c < 8; c++) {
+            const int b = d->elements[8L * m->elem_list[k] + c];
+            if (mark[b] != a + 1) {
+                mark[b] = a + 1;
+                if (cols != NULL)
+                    cols[n] = b;
+                n++;
             }
+        }
+    return n;
+}
+
+/* row_ptr of the pattern; returns its nonzeros (a long: a bad file may exceed an int) */
+static long count_pattern(const local_data *d, local_mesh *m, int *restrict row_ptr)
+{
+    long nnz = 0;
+    memset(m->mark, 0, d->n_local * sizeof(int));
+    for (int a = 0; a < d->n_local; a++) {
+        row_ptr[a] = nnz <= INT_MAX ? (int)nnz : INT_MAX;
+        nnz += row_columns(d, m, a, m->mark, NULL);
+    }
+    row_ptr[d->n_local] = nnz <= INT_MAX ? (int)nnz : INT_MAX;
+    return nnz;
+}
+
+static void fill_pattern(const local_data *d, local_mesh *m, const int *restrict row_ptr,
+                         int *restrict col_idx)
+{
+    memset(m->mark, 0, d->n_local * sizeof(int));
+    for (int a = 0; a < d->n_local; a++) {
+        int *cols = col_idx + row_ptr[a];
+        const int n = row_columns(d, m, a, m->mark, cols);
+        for (int k = 1; k < n; k++) {               /* insertion sort by global number */
+            const int b = cols[k];
+            int j = k;
+            for (; j > 0 && d->global_ids[cols[j - 1]] > d->global_ids[b]; j--)
+                cols[j] = cols[j - 1];
+            cols[j] = b;
+        }
+    }
 }
 
 /* ---- the local system ------------------------------------------------------------------------ */
@@ -315,32 +555,36 @@ typedef struct {
     double *val, *rhs, *q, *g, *xyz, *t, *t_exact, *send_buf, *recv_buf;
 } local_system;
 
-/* the entries of the local rows: a node and its grid neighbours in the local box, which holds
- * w = hi - lo nodes along each axis: sum over the box of (1 + 2 + ... ) = prod (3 w - 2) */
-static long local_nonzeros(const local_mesh *m)
+static void alloc_local_mesh(const problem *p, const local_data *d, local_mesh *m, int *failed)
 {
-    long nnz = 1;
-    for (int d = 0; d < 3; d++)
-        nnz *= 3L * (m->local.hi[d] - m->local.lo[d]) - 2;
-    return nnz;
+    const long n = d->n_local;
+    m->grid = alloc_zeroed(3 * n, sizeof(int), failed);
+    m->n_quad = count_flux_quads(p, d);
+    m->quads = alloc_zeroed(4L * m->n_quad, sizeof(int), failed);
+    m->elem_ptr = alloc_zeroed(n + 1, sizeof(int), failed);
+    m->elem_list = alloc_zeroed(8L * d->n_elem, sizeof(int), failed);
+    m->mark = alloc_zeroed(n, sizeof(int), failed);
 }
 
-static void alloc_local_system(const local_mesh *m, local_system *s, int *failed)
+static void free_local_mesh(local_mesh *m)
 {
-    const long n = m->n_local;
-    s->nnz = local_nonzeros(m);
+    free(m->grid), free(m->quads), free(m->elem_ptr), free(m->elem_list), free(m->mark);
+}
+
+/* the vectors (the pattern's columns and values come once the pattern is counted) */
+static void alloc_local_vectors(const local_data *d, local_system *s, int *failed)
+{
+    const long n = d->n_local;
     s->row_ptr = alloc_zeroed(n + 1, sizeof(int), failed);
-    s->col_idx = alloc_zeroed(s->nnz, sizeof(int), failed);
     s->fixed = alloc_zeroed(n, sizeof(int), failed);
-    s->val = alloc_zeroed(s->nnz, sizeof(double), failed);
     s->rhs = alloc_zeroed(n, sizeof(double), failed);
     s->q = alloc_zeroed(n, sizeof(double), failed);
     s->g = alloc_zeroed(n, sizeof(double), failed);
     s->xyz = alloc_zeroed(3 * n, sizeof(double), failed);
     s->t = alloc_zeroed(n, sizeof(double), failed);
     s->t_exact = alloc_zeroed(n, sizeof(double), failed);
-    s->send_buf = alloc_zeroed(m->n_export, sizeof(double), failed);
-    s->recv_buf = alloc_zeroed(n - m->n_internal, sizeof(double), failed);
+    s->send_buf = alloc_zeroed(d->export_ptr[d->n_neighbours], sizeof(double), failed);
+    s->recv_buf = alloc_zeroed(n - d->n_internal, sizeof(double), failed);
 }
 
 static void free_local_system(local_system *s)
@@ -349,68 +593,46 @@ static void free_local_system(local_system *s)
     free(s->g), free(s->xyz), free(s->t), free(s->t_exact), free(s->send_buf), free(s->recv_buf);
 }
 
-/* [local_pattern]
- * The CRS pattern over all local rows and columns: row a holds every local node among the 27 grid
- * neighbours of node a (fem3d_pattern's rule, within the local box instead of the mesh). With dk
- * outermost and di innermost the columns are in ascending GLOBAL number, as in the serial matrix:
- * an internal row is the serial row, entry by entry. External rows lack the neighbours outside the
- * local box; they are assembled only partly and the solver never reads them. */
-static void local_pattern(const local_mesh *m, int *restrict row_ptr, int *restrict col_idx)
-{
-    int pos = 0;
-    for (int a = 0; a < m->n_local; a++) {
-        const int *i = m->grid + 3L * a;
-        int j[3];
-        row_ptr[a] = pos;
-        for (j[2] = i[2] - 1; j[2] <= i[2] + 1; j[2]++)
-            for (j[1] = i[1] - 1; j[1] <= i[1] + 1; j[1]++)
-                for (j[0] = i[0] - 1; j[0] <= i[0] + 1; j[0]++) {
-                    int inside = 1;
-                    for (int d = 0; d < 3; d++)
-                        inside = inside && j[d] >= m->local.lo[d] && j[d] < m->local.hi[d];
-                    if (inside)
-                        col_idx[pos++] = m->local_of[local_position(m, j)];
-                }
-    }
-    row_ptr[m->n_local] = pos;
-}
-/* [local_pattern] */
-
 /* coordinates, source, fixed flags and the exact solution at the local nodes */
-static void local_node_data(const problem *p, const local_mesh *m, local_system *s)
+static void local_node_data(const problem *p, const local_data *d, const local_mesh *m,
+                            local_system *s)
 {
     const int axis = p->fem.fixed_face / 2;
     const int on_fixed_face = p->fem.fixed_face % 2 ? p->fem.nel[axis] : 0;
-    for (int a = 0; a < m->n_local; a++) {
+    for (int a = 0; a < d->n_local; a++) {
         const int *i = m->grid + 3L * a;
-        for (int d = 0; d < 3; d++)
-            s->xyz[3L * a + d] = i[d] * p->fem.size[d];
+        for (int k = 0; k < 3; k++)
+            s->xyz[3L * a + k] = i[k] * p->fem.size[k];
         s->q[a] = p->fem.qvol;
         s->fixed[a] = i[axis] == on_fixed_face;
         s->t_exact[a] = fem3d_exact_at(&p->fem, i);
     }
 }
 
-/* ---- agreeing across ranks ------------------------------------------------------------------- */
-
-/* nonzero on every rank if flag is nonzero on any rank */
-static int on_any_rank(int flag)
+/* The local mesh and system of the local data, allocated (the ranks agree on the memory) and
+ * built up to the assembly; returns the exit status. */
+static int build_system(const problem *p, const local_data *d, local_mesh *m, local_system *s,
+                        int rank)
 {
-    int any;
-    MPI_Allreduce(&flag, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return any;
-}
-
-/* Registered with atexit: a rank that leaves through exit() (the input reader, when every rank
- * rejects the same file) still finalizes MPI, so the job ends as a normal exit with status 2 and
- * mpiexec does not abort it. */
-static void finalize_mpi(void)
-{
-    int initialized, finalized;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (initialized && !finalized)
-        MPI_Finalize();
+    int failed = 0;
+    alloc_local_mesh(p, d, m, &failed);
+    alloc_local_vectors(d, s, &failed);
+    if (on_any_rank(failed))
+        return out_of_memory(p, rank);
+    local_grid(p, d, m->grid);
+    build_flux_quads(p, d, m->quads);
+    node_elements(d, m->elem_ptr, m->elem_list);
+    s->nnz = count_pattern(d, m, s->row_ptr);
+    failed = s->nnz > INT_MAX;
+    if (!failed) {
+        s->col_idx = alloc_zeroed(s->nnz, sizeof(int), &failed);
+        s->val = alloc_zeroed(s->nnz, sizeof(double), &failed);
+    }
+    if (on_any_rank(failed))
+        return out_of_memory(p, rank);
+    fill_pattern(d, m, s->row_ptr, s->col_idx);
+    local_node_data(p, d, m, s);
+    return 0;
 }
 
 /* ---- output: VTK XML pieces and the parallel file that gathers them -------------------------- */
@@ -431,20 +653,20 @@ static char *piece_name(const char *output, int rank)
 /* This rank's piece: all local nodes with their temperature, the local elements whose corner 0 is
  * internal (VTK's hexahedron, type 12, numbers its corners as fem3d does) with the rank as cell
  * data. Returns 0, or -1 if the file cannot be written (errno says why). */
-static int write_piece(const char *path, const local_mesh *m, const local_system *s, int rank)
+static int write_piece(const char *path, const local_data *d, const local_system *s, int rank)
 {
     FILE *out = fopen(path, "w");
     if (out == NULL)
         return -1;
     int n_owned = 0;
-    for (int e = 0; e < m->n_elem; e++)
-        n_owned += m->elements[8 * e] < m->n_internal;
+    for (int e = 0; e < d->n_elem; e++)
+        n_owned += d->elements[8L * e] < d->n_internal;
     fprintf(out, "<?xml version=\"1.0\"?>\n<VTKFile type=\"UnstructuredGrid\" version=\"0.1\""
                  " byte_order=\"LittleEndian\">\n<UnstructuredGrid>\n"
-                 "<Piece NumberOfPoints=\"%d\" NumberOfCells=\"%d\">\n", m->n_local, n_owned);
+                 "<Piece NumberOfPoints=\"%d\" NumberOfCells=\"%d\">\n", d->n_local, n_owned);
     fprintf(out, "<PointData Scalars=\"temperature\">\n"
                  "<DataArray type=\"Float64\" Name=\"temperature\" format=\"ascii\">\n");
-    for (int a = 0; a < m->n_local; a++)
+    for (int a = 0; a < d->n_local; a++)
         fprintf(out, "%.15g\n", s->t[a]);
     fprintf(out, "</DataArray>\n</PointData>\n<CellData Scalars=\"rank\">\n"
                  "<DataArray type=\"Int32\" Name=\"rank\" format=\"ascii\">\n");
@@ -452,16 +674,16 @@ static int write_piece(const char *path, const local_mesh *m, const local_system
         fprintf(out, "%d\n", rank);
     fprintf(out, "</DataArray>\n</CellData>\n<Points>\n"
                  "<DataArray type=\"Float64\" NumberOfComponents=\"3\" format=\"ascii\">\n");
-    for (int a = 0; a < m->n_local; a++)
+    for (int a = 0; a < d->n_local; a++)
         fprintf(out, "%.15g %.15g %.15g\n", s->xyz[3L * a], s->xyz[3L * a + 1],
                 s->xyz[3L * a + 2]);
     fprintf(out, "</DataArray>\n</Points>\n<Cells>\n"
                  "<DataArray type=\"Int32\" Name=\"connectivity\" format=\"ascii\">\n");
-    for (long e = 0; e < m->n_elem; e++) {
-        if (m->elements[8 * e] >= m->n_internal)
+    for (long e = 0; e < d->n_elem; e++) {
+        if (d->elements[8 * e] >= d->n_internal)
             continue;
         for (int a = 0; a < 8; a++)
-            fprintf(out, a < 7 ? "%d " : "%d\n", m->elements[8 * e + a]);
+            fprintf(out, a < 7 ? "%d " : "%d\n", d->elements[8 * e + a]);
     }
     fprintf(out, "</DataArray>\n<DataArray type=\"Int32\" Name=\"offsets\" format=\"ascii\">\n");
     for (int e = 0; e < n_owned; e++)
@@ -501,24 +723,23 @@ static int write_pvtu(const char *path, int n_ranks)
     return fclose(out) == 0 ? status : -1;
 }
 
-/* Rank 0 writes OUTPUT.pvtu, then every rank its piece. The ranks agree on the outcome: the lowest
- * rank that failed prints the one line. Returns 0, or 2 on every rank if any rank failed. */
-static int write_output(const char *output, const local_mesh *m, const local_system *s, int rank,
+/* Rank 0 writes OUTPUT.pvtu, then every rank its piece. Returns 0, or 2 on every rank if any rank
+ * failed (the lowest such rank prints the one line). */
+static int write_output(const char *output, const local_data *d, const local_system *s, int rank,
                         int n_ranks)
 {
+    char msg[MSG_SIZE] = "";
     const char *failed_path = NULL;
     char *piece = piece_name(output, rank);
     if (rank == 0 && write_pvtu(output, n_ranks) != 0)
         failed_path = output;
-    else if (piece == NULL || write_piece(piece, m, s, rank) != 0)
+    else if (piece == NULL || write_piece(piece, d, s, rank) != 0)
         failed_path = piece != NULL ? piece : output;
-    const int err = errno;                /* why it failed, if it did */
-    int mine = failed_path != NULL ? rank : n_ranks, first;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (first == rank)
-        fprintf(stderr, PROG ": %s: cannot write output file: %s\n", failed_path, strerror(err));
+    if (failed_path != NULL)
+        snprintf(msg, sizeof msg, "%s: cannot write output file: %s", failed_path,
+                 strerror(errno));
     free(piece);
-    return first < n_ranks ? 2 : 0;
+    return agree(failed_path != NULL ? 2 : 0, msg, rank, n_ranks);
 }
 
 /* ---- the summary ----------------------------------------------------------------------------- */
@@ -532,20 +753,22 @@ static double max_of(long n, const double *restrict v)
 }
 
 /* fem3d's summary with global numbers, and the partition (rank 0 prints) */
-static void print_summary(const problem *p, const local_mesh *m, const local_system *s, int iters,
-                          double relres, int rank, int n_ranks)
+static void print_summary(const problem *p, const local_data *d, const local_system *s,
+                          const char *partition, int iters, double relres, int rank, int n_ranks)
 {
-    const int n = m->n_internal, flux_face = p->fem.fixed_face ^ 1;
+    const int n = d->n_internal, flux_face = p->fem.fixed_face ^ 1;
     double err = 0.0;
     for (int a = 0; a < n; a++)
         err = fmax(err, fabs(s->t[a] - s->t_exact[a]));
     double local_max[3] = {max_of(n, s->t), max_of(n, s->t_exact), err}, global_max[3];
     MPI_Allreduce(local_max, global_max, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     /* min of n_internal as the max of -n_internal */
-    int local_ints[3] = {n, -n, m->n_neighbours}, global_ints[3];
+    int local_ints[3] = {n, -n, d->n_neighbours}, global_ints[3];
     MPI_Allreduce(local_ints, global_ints, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    long local_sums[3] = {n, s->row_ptr[n], m->n_local - n}, global_sums[3];
-    MPI_Allreduce(local_sums, global_sums, 3, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    /* every imported value is received once per exchange: 8 bytes each */
+    long local_sums[4] = {n, s->row_ptr[n], d->n_local - n, d->import_ptr[d->n_neighbours]};
+    long global_sums[4];
+    MPI_Allreduce(local_sums, global_sums, 4, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank != 0)
         return;
     printf("fem3d_mpi (C): %d x %d x %d elements, %ld unknowns, %ld nonzeros\n", p->fem.nel[0],
@@ -558,73 +781,53 @@ static void print_summary(const problem *p, const local_mesh *m, const local_sys
     printf("  max T = %.10g   should be %.10g\n", global_max[0], global_max[1]);
     printf("  max nodal error %.3e (should be near round-off and the CG tolerance: the elements"
            " are nodally exact here)\n", global_max[2]);
-    /* every external node is received once per exchange: 8 bytes each */
-    printf("  ranks %d (%d x %d x %d blocks), internal nodes per rank min %d max %d, neighbours max"
-           " %d, external nodes total %ld, bytes per exchange %ld\n", n_ranks, p->parts[0],
-           p->parts[1], p->parts[2], -global_ints[1], global_ints[0], global_ints[2],
-           global_sums[2], 8 * global_sums[2]);
+    printf("  ranks %d (%s), internal nodes per rank min %d max %d, neighbours max %d, external "
+           "nodes total %ld, bytes per exchange %ld\n", n_ranks, partition, -global_ints[1],
+           global_ints[0], global_ints[2], global_sums[2], 8 * global_sums[3]);
     fflush(stdout);
 }
 
 /* ---- the program ----------------------------------------------------------------------------- */
 
-/* "PROG: message" (printf-like) on stderr, from rank 0 only: the ranks agreed on the failure */
-static void report(int rank, const char *fmt, ...)
-{
-    if (rank != 0)
-        return;
-    va_list ap;
-    fputs(PROG ": ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
-static int out_of_memory(const problem *p, int rank)
-{
-    report(rank, "out of memory for NX NY NZ = %d %d %d", p->fem.nel[0], p->fem.nel[1],
-           p->fem.nel[2]);
-    return 1;
-}
-
-/* Local data, assembly, solution and output on one rank, from the sizes and arrays allocated by
- * run_rank; returns the exit status (the same on every rank). */
-static int solve(const problem *p, local_mesh *m, local_system *s, const char *output, int rank,
+/* The check of the tables, assembly, solution and output on one rank; returns the exit status
+ * (the same on every rank). */
+static int solve(const problem *p, const local_data *d, const local_mesh *m, local_system *s,
+                 const char *name, const char *partition, const char *output, int rank,
                  int n_ranks)
 {
-    number_local_nodes(p, m);
-    build_local_elements(m);
-    build_local_flux_quads(p, m);
-    local_pattern(m, s->row_ptr, s->col_idx);
-    local_node_data(p, m, s);
+    char msg[MSG_SIZE];
+    int status = check_local_halo(d, s->t, s->send_buf, s->recv_buf, name, MPI_COMM_WORLD, msg,
+                                  sizeof msg);
+    if (agree(status, msg, rank, n_ranks) != 0)
+        return 2;
+    memset(s->t, 0, d->n_local * sizeof(double));          /* the initial guess */
 
     /* the unchanged serial kernels on the local elements, quads and rows */
-    int bad = fem3d_assemble(m->n_elem, m->elements, s->xyz, p->fem.cond, s->q, s->row_ptr,
+    int bad = fem3d_assemble(d->n_elem, d->elements, s->xyz, p->fem.cond, s->q, s->row_ptr,
                              s->col_idx, s->val, s->rhs);
     if (on_any_rank(bad != 0)) {
         report(rank, "degenerate elements (det J <= 0): DX DY DZ too small");
         return 1;
     }
     fem3d_face_flux(m->n_quad, m->quads, s->xyz, p->fem.qflux, s->rhs);
-    crs_dirichlet(m->n_local, s->fixed, s->g, s->row_ptr, s->col_idx, s->val, s->rhs);  /* g = 0 */
+    crs_dirichlet(d->n_local, s->fixed, s->g, s->row_ptr, s->col_idx, s->val, s->rhs);  /* g = 0 */
 
     const long n_global = (long)(p->fem.nel[0] + 1) * (p->fem.nel[1] + 1) * (p->fem.nel[2] + 1);
     const int max_iter = 10 * n_global <= INT_MAX ? 10 * (int)n_global : INT_MAX;
     double relres;
-    int iters = pcg_jacobi_mpi(m->n_internal, m->n_local, s->row_ptr, s->col_idx, s->val, s->rhs,
-                               s->t, p->fem.eps, max_iter, &relres, m->n_neighbours, m->neighbours,
-                               m->import_ptr, m->import_index, m->export_ptr, m->export_index,
+    int iters = pcg_jacobi_mpi(d->n_internal, d->n_local, s->row_ptr, s->col_idx, s->val, s->rhs,
+                               s->t, p->fem.eps, max_iter, &relres, d->n_neighbours, d->neighbours,
+                               d->import_ptr, d->import_index, d->export_ptr, d->export_index,
                                MPI_COMM_WORLD);
     if (iters < 0)
         return out_of_memory(p, rank);
     /* the external temperatures too (the solver updates the internal ones only) */
-    halo_exchange(m->n_neighbours, m->neighbours, m->import_ptr, m->import_index, m->export_ptr,
-                  m->export_index, s->t, s->send_buf, s->recv_buf, MPI_COMM_WORLD);
-    print_summary(p, m, s, iters, relres, rank, n_ranks);
-    int status = relres <= p->fem.eps ? 0 : 1;
+    halo_exchange(d->n_neighbours, d->neighbours, d->import_ptr, d->import_index, d->export_ptr,
+                  d->export_index, s->t, s->send_buf, s->recv_buf, MPI_COMM_WORLD);
+    print_summary(p, d, s, partition, iters, relres, rank, n_ranks);
+    status = relres <= p->fem.eps ? 0 : 1;
     if (output != NULL) {
-        if (write_output(output, m, s, rank, n_ranks) != 0)
+        if (write_output(output, d, s, rank, n_ranks) != 0)
             status = 2;
         else if (rank == 0)
             printf("  wrote %s and %d pieces\n", output, n_ranks);
@@ -632,17 +835,29 @@ static int solve(const problem *p, local_mesh *m, local_system *s, const char *o
     return status;
 }
 
-/* Sizes, memory (agreed by all ranks), the solution; returns the exit status. */
+/* The local data (blocks or file), the local system, the solution; returns the exit status. */
 static int run_rank(const problem *p, const char *output, int rank, int n_ranks)
 {
+    local_data d;
     local_mesh m;
     local_system s;
-    int failed = 0;
-    plan_local_mesh(p, rank, &m);
-    alloc_local_mesh(&m, &failed);
-    alloc_local_system(&m, &s, &failed);
-    int status = on_any_rank(failed) ? out_of_memory(p, rank)
-                                     : solve(p, &m, &s, output, rank, n_ranks);
+    memset(&d, 0, sizeof d), memset(&m, 0, sizeof m), memset(&s, 0, sizeof s);
+    char name[MSG_SIZE], partition[MSG_SIZE];        /* for messages, and the summary */
+    if (p->prefix[0] != '\0') {
+        snprintf(name, sizeof name, "%s.%d", p->prefix, rank);
+        snprintf(partition, sizeof partition, "local data %s.*", p->prefix);
+    } else {
+        snprintf(name, sizeof name, "the block of rank %d", rank);
+        snprintf(partition, sizeof partition, "%d x %d x %d blocks", p->parts[0], p->parts[1],
+                 p->parts[2]);
+    }
+    int status = p->prefix[0] != '\0' ? read_local_files(p, rank, n_ranks, &d, name)
+                                      : build_blocks(p, rank, n_ranks, &d);
+    if (status == 0)
+        status = build_system(p, &d, &m, &s, rank);
+    if (status == 0)
+        status = solve(p, &d, &m, &s, name, partition, output, rank, n_ranks);
+    local_data_free(&d);
     free_local_mesh(&m);
     free_local_system(&s);
     return status;

@@ -42,8 +42,7 @@ void input_close(input_file *in)
     in->file = NULL;
 }
 
-/* Read the next line into buf; a missing line is an error. */
-static void next_line(input_file *in, char *buf, int size, const char *what)
+void input_line(input_file *in, char *buf, int size, const char *what)
 {
     in->line++;
     if (fgets(buf, size, in->file) == NULL)
@@ -65,42 +64,64 @@ static int next_token(char **cursor, char *tok, int size)
     return 1;
 }
 
+int input_word_int(const char *tok, int *value)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(tok, &end, 10);
+    if (end == tok || *end != '\0' || errno != 0 || v < INT_MIN || v > INT_MAX)
+        return 0;
+    *value = (int)v;
+    return 1;
+}
+
+int input_word_real(const char *tok, double *value)
+{
+    char num[128];                        /* a copy: Fortran's 1.0d-8 becomes 1.0e-8 */
+    if (strlen(tok) >= sizeof num)
+        return 0;
+    strcpy(num, tok);
+    for (char *c = num; *c; c++)
+        if (*c == 'd' || *c == 'D')
+            *c = 'e';
+    char *end;
+    errno = 0;
+    double v = strtod(num, &end);         /* reject inf, nan and hex, which strtod takes */
+    if (end == num || *end != '\0' || errno != 0 || !isfinite(v) || strpbrk(tok, "xX") != NULL)
+        return 0;
+    *value = v;
+    return 1;
+}
+
 void input_ints(input_file *in, int count, int *values, const char *what)
 {
-    char buf[1024], tok[128];
-    next_line(in, buf, sizeof buf, what);
-    char *cursor = buf;
+    char buf[1024];
+    input_line(in, buf, sizeof buf, what);
+    input_parse_ints(in, buf, count, values, what);
+}
+
+void input_parse_ints(const input_file *in, char *line, int count, int *values, const char *what)
+{
+    char tok[128];
+    char *cursor = line;
     for (int i = 0; i < count; i++) {
         if (!next_token(&cursor, tok, sizeof tok))
             input_fail(in, "expected %d integer(s) (%s), found %d", count, what, i);
-        char *end;
-        errno = 0;
-        long v = strtol(tok, &end, 10);
-        if (*end != '\0' || errno != 0 || v < INT_MIN || v > INT_MAX)
+        if (!input_word_int(tok, values + i))
             input_fail(in, "expected an integer (%s), got '%s'", what, tok);
-        values[i] = (int)v;
     }
 }
 
 void input_reals(input_file *in, int count, double *values, const char *what)
 {
     char buf[1024], tok[128];
-    next_line(in, buf, sizeof buf, what);
+    input_line(in, buf, sizeof buf, what);
     char *cursor = buf;
     for (int i = 0; i < count; i++) {
         if (!next_token(&cursor, tok, sizeof tok))
             input_fail(in, "expected %d real number(s) (%s), found %d", count, what, i);
-        char num[128];                    /* a copy: the message quotes tok as written */
-        strcpy(num, tok);
-        for (char *c = num; *c; c++)      /* accept Fortran's 1.0d-8; reject inf, nan, hex */
-            if (*c == 'd' || *c == 'D')
-                *c = 'e';
-        char *end;
-        errno = 0;
-        double v = strtod(num, &end);
-        if (*end != '\0' || errno != 0 || !isfinite(v) || strpbrk(tok, "xX") != NULL)
+        if (!input_word_real(tok, values + i))
             input_fail(in, "expected a real number (%s), got '%s'", what, tok);
-        values[i] = v;
     }
 }
 
@@ -113,7 +134,7 @@ void input_require_positive(const input_file *in, double value, const char *what
 int input_choice(input_file *in, int count, const char *const *choices, const char *what)
 {
     char buf[1024], tok[128];
-    next_line(in, buf, sizeof buf, what);
+    input_line(in, buf, sizeof buf, what);
     char *cursor = buf;
     if (!next_token(&cursor, tok, sizeof tok))
         input_fail(in, "expected a word (%s), found none", what);

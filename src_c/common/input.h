@@ -22,6 +22,14 @@ void input_close(input_file *in);
 /* read the next line and parse `count` values from it; `what` names them in messages */
 void input_ints(input_file *in, int count, int *values, const char *what);
 void input_reals(input_file *in, int count, double *values, const char *what);
+/* the two halves of input_ints, for a line that may hold other things: read the next line into buf
+ * (size bytes; a missing or too long line is an error), then parse `count` integers from it */
+void input_line(input_file *in, char *buf, int size, const char *what);
+void input_parse_ints(const input_file *in, char *line, int count, int *values, const char *what);
+/* the number a word spells, as the functions above take it (an int: base 10, within int; a real:
+ * also Fortran's 1.0d-8, not inf, nan or hex): 1, or 0 (and *value unchanged) if it is none */
+int input_word_int(const char *tok, int *value);
+int input_word_real(const char *tok, double *value);
 /* exit with a message unless value > 0 (`what` names it) */
 void input_require_positive(const input_file *in, double value, const char *what);
 /* read the next line; its first word must be one of the `count` words in `choices`: returns its

@@ -4,19 +4,25 @@
 !   usage: mpiexec -n P fem3d_mpi_f INPUT [OUTPUT.pvtu]
 !
 ! INPUT is fem3d's input file (NX NY NZ / DX DY DZ / COND QVOL / QFLUX / FIXED / EPS) with a 7th
-! line PX PY PZ: the number of parts along x, y, z (PX * PY * PZ = P). Along x the NX+1 node indices
-! are cut into PX blocks, block b holding the indices start(b) <= i < start(b+1) with
-! start(b) = (b (NX+1)) / PX; the same along y and z. Rank px + PX (py + PY pz) owns the nodes of
-! block (px, py, pz).
+! line that says how the nodes are shared among the ranks, either
 !
-! Every rank builds its own local data, and nothing global: the nodes it owns (internal), the
-! elements that touch them (the block plus one layer of elements where a neighbour lies), the other
-! nodes of those elements (external, owned by a neighbour), and the tables of the halo exchange.
-! It assembles with the serial kernels on its local elements, so that its internal rows are the
-! serial ones, and solves with pcg_jacobi_mpi (halo.f90). Rank 0 prints fem3d's summary (global
-! numbers) and a line on the partition; with OUTPUT.pvtu every rank writes its piece STEM_r.vtu and
-! rank 0 the parallel file that lists them (ParaView). Exit status: 0 converged, 1 not converged
-! (or out of memory), 2 bad input or output file; always the same on every rank.
+!   PX PY PZ        blocks: the number of parts along x, y, z (PX * PY * PZ = P). Along x the NX+1
+!                   node indices are cut into PX blocks, block b holding the indices
+!                   start(b) <= i < start(b+1) with start(b) = (b (NX+1)) / PX; the same along y
+!                   and z. Rank px + PX (py + PY pz) owns the nodes of block (px, py, pz).
+!   local PREFIX    any partition (METIS's, say): rank r reads its local data from the file
+!                   PREFIX.r (local_data.f90), which `python -m course partition` writes.
+!
+! Every rank has its own local data, and nothing global: the nodes it owns (internal), the elements
+! that touch them (for blocks: the block plus one layer of elements where a neighbour lies), the
+! other nodes of those elements (external, owned by a neighbour), and the tables of the halo
+! exchange. For blocks it builds them itself; from files it reads them. From there on both go the
+! same way: it assembles with the serial kernels on its local elements, so that its internal rows
+! are the serial ones, and solves with pcg_jacobi_mpi (halo.f90). Rank 0 prints fem3d's summary
+! (global numbers) and a line on the partition; with OUTPUT.pvtu every rank writes its piece
+! STEM_r.vtu and rank 0 the parallel file that lists them (ParaView). Exit status: 0 converged,
+! 1 not converged (or out of memory), 2 bad input, local data or output file; always the same on
+! every rank.
 
 ! Ending MPI on every path out of the program, the input reader's `stop 2` included (a module
 ! procedure: a pointer to an internal procedure of the program would need gfortran's trampolines,
@@ -42,14 +48,16 @@ program fem3d_mpi
     use, intrinsic :: iso_fortran_env, only: error_unit, output_unit, int64
     use, intrinsic :: iso_c_binding, only: c_int, c_double
     use mpi_f08, only: MPI_Comm, MPI_COMM_WORLD, MPI_Init, MPI_Comm_rank, MPI_Comm_size, &
-                       MPI_Allreduce, MPI_INTEGER, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_MIN, MPI_MAX
+                       MPI_Allreduce, MPI_Bcast, MPI_INTEGER, MPI_DOUBLE_PRECISION, MPI_SUM, &
+                       MPI_MIN, MPI_MAX
     use course_fem3d, only: fem3d_assemble, fem3d_face_flux
     use course_crs, only: crs_dirichlet
     use course_halo, only: halo_exchange, pcg_jacobi_mpi
-    use course_input, only: input_file, input_open, input_close, input_ints, &
+    use course_input, only: input_file, input_open, input_close, input_line, input_parse_ints, &
                             input_require_positive, input_fail, input_quiet, input_before_exit
     use course_fem3d_problem, only: fem3d_problem, FACES, fem3d_read_problem, axis_of, opposite, &
                                     face_index, exact_at
+    use course_local_data, only: local_data, read_local_data, check_local_tables, check_local_halo
     use course_cformat, only: c_d, c_e, c_g
     use fem3d_mpi_exit, only: finalize_mpi
     implicit none
@@ -65,7 +73,8 @@ program fem3d_mpi
     integer, parameter :: OWN_SLOT = 14
 
     type, extends(fem3d_problem) :: problem     ! fem3d's six lines, and line 7
-        integer :: parts(3)         ! PX PY PZ
+        integer :: parts(3) = 0     ! PX PY PZ (blocks)
+        character(len=:), allocatable :: prefix     ! PREFIX (local data files), else unallocated
     end type problem
 
     type(MPI_Comm) :: comm
@@ -73,22 +82,24 @@ program fem3d_mpi
     type(problem) :: p
     character(len=:), allocatable :: input_path, output_path
 
-    ! this rank's block: its position part(:) among the blocks, the node indices first..last it
-    ! owns along each axis, and the nodes lo..hi of its local elements (elements lo..hi-1)
-    integer :: part(3), first(3), last(3), lo(3), hi(3)
-    integer(c_int), allocatable :: local_of(:, :, :)    ! local number of node (i, j, k) of lo..hi
+    ! this rank's local data: its nodes, elements and halo tables (see local_data.f90, halo.f90)
+    type(local_data) :: local
     integer, allocatable :: node_ijk(:, :)              ! grid indices (i, j, k) of a local node
-    integer(c_int) :: n_internal, n_local, n_elem, n_quad, flux_face, max_iter, iters, alloc_stat
-    integer :: slot_count(27)                           ! local nodes per slot (see OWN_SLOT)
-    ! the halo tables (see halo.f90)
-    integer(c_int) :: n_neighbours
-    integer(c_int), allocatable :: neighbours(:), import_ptr(:), import_index(:), export_ptr(:), &
-                                   export_index(:)
-    ! the local system: the n_local x n_local CRS matrix; only its internal rows go to CG
+    integer(c_int) :: n_quad, flux_face, max_iter, iters, alloc_stat
+    ! blocks only: this rank's block, its position part(:) among the blocks, the node indices
+    ! first..last it owns along each axis, and the nodes lo..hi of its local elements (elements
+    ! lo..hi-1); the local number of each node of lo..hi, and the local nodes per slot
+    integer :: part(3), first(3), last(3), lo(3), hi(3)
+    integer(c_int), allocatable :: local_of(:, :, :)
+    integer :: slot_count(27)
+    ! the local system: the n_local x n_local CRS matrix; only its internal rows go to CG; the
+    ! buffers of the halo exchange
     real(dp), allocatable :: xyz(:, :), val(:), rhs(:), q(:), g(:), t(:)
-    integer(c_int), allocatable :: elements(:, :), quads(:, :), row_ptr(:), col_idx(:), fixed(:)
+    real(dp), allocatable, asynchronous :: send_buf(:), recv_buf(:)
+    integer(c_int), allocatable :: quads(:, :), row_ptr(:), col_idx(:), fixed(:)
     real(dp) :: relres
     integer :: exit_status
+    character(len=:), allocatable :: name, message      ! this rank's local data, for messages
 
     call MPI_Init()
     comm = MPI_COMM_WORLD
@@ -104,31 +115,40 @@ program fem3d_mpi
     deallocate(input_path)          ! main-program variables are never freed automatically
     flux_face = opposite(p%fixed_face)
 
-    call find_block()
-    call number_nodes()
-    call build_halo_tables()
+    if (allocated(p%prefix)) then
+        name = p%prefix // '.' // c_d(rank)
+        call read_local_files()
+    else
+        name = 'the block of rank ' // c_d(rank)
+        call build_blocks()
+    end if
     call build_local_mesh()
     call build_pattern()
     ! zeros (t: the initial guess of CG; g = 0: T = 0 on the fixed face), a constant source q
-    allocate(val(row_ptr(n_local + 1) - 1), rhs(n_local), g(n_local), t(n_local), source=0.0_dp, &
-             stat=alloc_stat)
+    allocate(val(row_ptr(local%n_local + 1) - 1), rhs(local%n_local), g(local%n_local), &
+             t(local%n_local), send_buf(local%export_ptr(local%n_neighbours + 1) - 1), &
+             recv_buf(local%n_local - local%n_internal), source=0.0_dp, stat=alloc_stat)
     call agree_allocation(alloc_stat)
-    allocate(q(n_local), source=p%qvol, stat=alloc_stat)
+    allocate(q(local%n_local), source=p%qvol, stat=alloc_stat)
     call agree_allocation(alloc_stat)
+    ! one exchange of the global node numbers: do the ranks' tables fit together?
+    call agree(check_local_halo(local, t, send_buf, recv_buf, name, comm, message), message)
+    t = 0.0_dp
 
     ! the serial kernels, on the local elements: the internal rows come out as the serial ones
-    if (any_rank(fem3d_assemble(n_elem, elements, xyz, p%cond, q, row_ptr, col_idx, val, rhs) &
-                 /= 0)) then
+    if (any_rank(fem3d_assemble(local%n_elem, local%elements, xyz, p%cond, q, row_ptr, col_idx, &
+                                val, rhs) /= 0)) then
         if (rank == 0) write(error_unit, '(a)') PROG // &
             ': degenerate elements (det J <= 0): DX DY DZ too small'
         call stop_all(1)
     end if
     call fem3d_face_flux(n_quad, quads, xyz, p%qflux, rhs)
-    call crs_dirichlet(n_local, fixed, g, row_ptr, col_idx, val, rhs)   ! g = 0: T = 0 there
+    call crs_dirichlet(local%n_local, fixed, g, row_ptr, col_idx, val, rhs)   ! g = 0: T = 0
     max_iter = iteration_limit()
-    iters = pcg_jacobi_mpi(n_internal, n_local, row_ptr, col_idx, val, rhs, t, p%eps, max_iter, &
-                           relres, n_neighbours, neighbours, import_ptr, import_index, &
-                           export_ptr, export_index, comm)
+    iters = pcg_jacobi_mpi(local%n_internal, local%n_local, row_ptr, col_idx, val, rhs, t, &
+                           p%eps, max_iter, relres, local%n_neighbours, local%neighbours, &
+                           local%import_ptr, local%import_index, local%export_ptr, &
+                           local%export_index, comm)
     if (iters < 0) call out_of_memory()
 
     if (relres <= p%eps) then
@@ -140,10 +160,10 @@ program fem3d_mpi
     if (allocated(output_path)) then
         if (.not. write_output(output_path)) exit_status = 2
     end if
-    deallocate(local_of, node_ijk, neighbours, import_ptr, import_index, export_ptr, export_index)
-    deallocate(xyz, elements, quads, row_ptr, col_idx, fixed, val, rhs, q, g, t)
+    deallocate(node_ijk, xyz, quads, row_ptr, col_idx, fixed, val, rhs, q, g, t, send_buf, &
+               recv_buf, name)
     if (allocated(output_path)) deallocate(output_path)
-    call stop_all(exit_status)
+    call stop_all(exit_status)      ! (local's arrays: freed with it at the end of the program)
 
 contains
 
@@ -168,6 +188,30 @@ contains
         any_rank = worst /= 0
     end function any_rank
 
+    ! The lowest rank for which `failed` holds, on every rank; n_ranks if none.
+    integer function first_failed_rank(failed)
+        logical, intent(in) :: failed
+
+        call MPI_Allreduce(merge(rank, n_ranks, failed), first_failed_rank, 1, MPI_INTEGER, &
+                           MPI_MIN, comm)
+    end function first_failed_rank
+
+    ! The ranks agree on a step that may fail on some of them only (each reads its own file): the
+    ! lowest rank that failed prints its message, one line, and every rank stops with its status.
+    ! Nothing happens if no rank failed.
+    subroutine agree(status, message)
+        integer, intent(in) :: status
+        character(len=*), intent(in) :: message
+        integer :: first, agreed
+
+        first = first_failed_rank(status /= 0)
+        if (first == n_ranks) return
+        if (first == rank) write(error_unit, '(a)') PROG // ': ' // message
+        agreed = status
+        call MPI_Bcast(agreed, 1, MPI_INTEGER, first, comm)
+        call stop_all(agreed)
+    end subroutine agree
+
     ! an allocation that failed on one rank stops all of them (the others would wait for it)
     subroutine agree_allocation(stat)
         integer, intent(in) :: stat
@@ -180,6 +224,7 @@ contains
             c_d(p%nel(1)) // ' ' // c_d(p%nel(2)) // ' ' // c_d(p%nel(3))
         call stop_all(1)
     end subroutine out_of_memory
+
 
     ! --- input ---------------------------------------------------------------------------------
 
@@ -206,24 +251,37 @@ contains
         end if
     end subroutine read_arguments
 
-    ! fem3d's six lines, then PX PY PZ, which must make one block per rank, each with a node
+
+    ! fem3d's six lines (the same messages, from the same reader), then line 7
     function read_input(path) result(pr)
         character(len=*), intent(in) :: path
         type(problem) :: pr
         type(input_file) :: in
-        integer(int64) :: n_parts
-        integer :: axis
+        character(len=:), allocatable :: line
 
         call input_open(in, PROG, path)
         call fem3d_read_problem(in, pr%fem3d_problem)
-        call input_ints(in, pr%parts, 'PX PY PZ: number of parts along x, y, z')
+        call input_line(in, line, 'PX PY PZ (number of parts along x, y, z) or local PREFIX')
+        if (.not. read_prefix(in, line, pr)) call read_parts(in, line, pr)
+        call input_close(in)
+    end function read_input
+
+    ! line 7 as PX PY PZ, which must make one block per rank, each with a node
+    subroutine read_parts(in, line, pr)
+        type(input_file), intent(in) :: in
+        character(len=*), intent(in) :: line
+        type(problem), intent(inout) :: pr
+        integer(int64) :: n_parts
+        integer :: axis
+
+        call input_parse_ints(in, line, pr%parts, 'PX PY PZ: number of parts along x, y, z')
         call input_require_positive(in, real(pr%parts(1), dp), 'PX')
         call input_require_positive(in, real(pr%parts(2), dp), 'PY')
         call input_require_positive(in, real(pr%parts(3), dp), 'PZ')
         n_parts = product(int(pr%parts, int64))
         if (n_parts /= n_ranks) &
             call input_fail(in, 'PX PY PZ = ' // c_d(pr%parts(1)) // ' ' // c_d(pr%parts(2)) // &
-                                ' ' // c_d(pr%parts(3)) // ' make ' // i64(n_parts) // &
+                                ' ' // c_d(pr%parts(3)) // ' make ' // c_d(n_parts) // &
                                 ' parts, but the job has ' // c_d(n_ranks) // ' ranks')
         do axis = 1, 3
             if (pr%parts(axis) > pr%nel(axis) + 1) &
@@ -231,20 +289,75 @@ contains
                                     ' parts but only ' // c_d(pr%nel(axis) + 1) // &
                                     ' nodes along ' // AXES(axis))
         end do
-        call input_close(in)
-    end function read_input
+    end subroutine read_parts
 
-    ! like printf("%ld", value)
-    function i64(value) result(text)
-        integer(int64), intent(in) :: value
-        character(len=:), allocatable :: text
-        character(len=24) :: buf
+    ! Line 7 as `local PREFIX` (words separated by blanks, tabs and line ends only: a path may
+    ! hold a comma): .false. (and nothing read) if its first word is not `local`.
+    logical function read_prefix(in, line, pr)
+        type(input_file), intent(in) :: in
+        character(len=*), intent(in) :: line
+        type(problem), intent(inout) :: pr
+        character(len=*), parameter :: BLANKS = ' ' // achar(9) // achar(13) // achar(10)
+        integer, parameter :: MAX_PREFIX = 1008        ! as in C: room for ".RANK" in 1024 bytes
+        integer :: first, last
 
-        write(buf, '(i0)') value
-        text = trim(buf)
-    end function i64
+        first = verify(line, BLANKS)                   ! the first word: line(first:last)
+        last = word_end(line, first)
+        read_prefix = .false.
+        if (first == 0) return
+        if (line(first:last) /= 'local' .or. last - first + 1 /= 5) return
+        read_prefix = .true.
+        first = verify(line(last + 1:), BLANKS)        ! the second word
+        if (first == 0) &
+            call input_fail(in, "expected a path prefix after 'local' (local PREFIX: the " // &
+                                'local data files PREFIX.0, PREFIX.1, ...)')
+        first = first + last
+        last = word_end(line, first)
+        if (last - first + 1 > MAX_PREFIX) &
+            call input_fail(in, 'the path prefix is longer than ' // c_d(MAX_PREFIX) // &
+                                ' characters')
+        pr%prefix = line(first:last)
+    end function read_prefix
 
-    ! --- the partition and the local numbering -----------------------------------------------
+    ! the last character of the word that starts at line(first:first)
+    pure integer function word_end(line, first)
+        character(len=*), intent(in) :: line
+        integer, intent(in) :: first
+        character(len=*), parameter :: BLANKS = ' ' // achar(9) // achar(13) // achar(10)
+
+        word_end = len(line)
+        if (first < 1) return
+        word_end = scan(line(first:), BLANKS)
+        if (word_end == 0) then
+            word_end = len(line)
+        else
+            word_end = first + word_end - 2
+        end if
+    end function word_end
+
+    ! --- local data from the files PREFIX.r ----------------------------------------------------
+
+    ! This rank's local data from PREFIX.rank (`name`); the ranks agree on the outcome, and on
+    ! whether the tables of all files fit together. A bad file: exit status 2 on every rank, after
+    ! one line from the lowest rank that has one.
+    subroutine read_local_files()
+        character(len=:), allocatable :: message
+
+        call agree(read_local_data(name, p%nel, p%size, rank, n_ranks, local, message), message)
+        call agree(check_local_tables(local, name, comm, message), message)
+    end subroutine read_local_files
+
+    ! --- blocks: the partition and the local data, built on every rank ---------------------------
+
+    ! this rank's local data for line 7 PX PY PZ: the same as Python's files of the same blocks
+    ! (course.parallel.partition.block_partition, then local.local_data)
+    subroutine build_blocks()
+        call find_block()
+        call number_nodes()
+        call build_halo_tables()
+        call build_block_elements()
+        deallocate(local_of)
+    end subroutine build_blocks
 
     ! first node index of block b along `axis`: (b (N+1)) / P, in 64 bits (b (N+1) may not fit)
     pure integer function part_start(b, axis)
@@ -320,16 +433,16 @@ contains
                 end do
             end do
         end do
-        n_internal = slot_count(OWN_SLOT)
+        local%n_internal = slot_count(OWN_SLOT)
         next(OWN_SLOT) = 1                               ! next local number of each group
-        n = n_internal
+        n = local%n_internal
         do s = 1, 27
             if (s == OWN_SLOT) cycle
             next(s) = n + 1
             n = n + slot_count(s)
         end do
-        n_local = n
-        allocate(local_of(lo(1):hi(1), lo(2):hi(2), lo(3):hi(3)), node_ijk(3, n_local), &
+        local%n_local = n
+        allocate(local_of(lo(1):hi(1), lo(2):hi(2), lo(3):hi(3)), local%global_ids(n), &
                  stat=alloc_stat)
         call agree_allocation(alloc_stat)
         do k = lo(3), hi(3)
@@ -337,7 +450,7 @@ contains
                 do i = lo(1), hi(1)
                     s = slot_of([i, j, k])
                     local_of(i, j, k) = next(s)
-                    node_ijk(:, next(s)) = [i, j, k]
+                    local%global_ids(next(s)) = i + (p%nel(1) + 1) * (j + (p%nel(2) + 1) * k)
                     next(s) = next(s) + 1
                 end do
             end do
@@ -360,108 +473,63 @@ contains
     ! nodes n_internal+1 .. n_local, already grouped by owner) and the internal nodes it needs
     ! (export)
     subroutine build_halo_tables()
-        integer :: s, m, k, from(3), to(3), n_export(27)
+        integer :: s, m, k, from(3), to(3), n_export(27), n_nb, n_external
 
-        n_neighbours = count(slot_count > 0) - 1
+        n_nb = count(slot_count > 0) - 1
+        n_external = local%n_local - local%n_internal
         n_export = 0
         do s = 1, 27
             if (s == OWN_SLOT .or. slot_count(s) == 0) cycle
             call export_box(direction(s), from, to)
             n_export(s) = product(to - from + 1)
         end do
-        allocate(neighbours(n_neighbours), import_ptr(n_neighbours + 1), &
-                 import_index(n_local - n_internal), export_ptr(n_neighbours + 1), &
-                 export_index(sum(n_export)), stat=alloc_stat)
+        local%n_neighbours = n_nb
+        allocate(local%neighbours(n_nb), local%import_ptr(n_nb + 1), &
+                 local%import_index(n_external), local%export_ptr(n_nb + 1), &
+                 local%export_index(sum(n_export)), stat=alloc_stat)
         call agree_allocation(alloc_stat)
-        import_ptr(1) = 1
-        export_ptr(1) = 1
-        m = 0
-        do s = 1, 27
-            if (s == OWN_SLOT .or. slot_count(s) == 0) cycle
-            m = m + 1
-            neighbours(m) = rank_of_slot(s)
-            import_ptr(m + 1) = import_ptr(m) + slot_count(s)
-            export_ptr(m + 1) = export_ptr(m) + n_export(s)
-            call export_box(direction(s), from, to)
-            call list_nodes(from, to, export_index(export_ptr(m):export_ptr(m + 1) - 1))
-        end do
-        do k = 1, n_local - n_internal
-            import_index(k) = n_internal + k
+        associate (export_ptr => local%export_ptr, import_ptr => local%import_ptr)
+            import_ptr(1) = 1
+            export_ptr(1) = 1
+            m = 0
+            do s = 1, 27
+                if (s == OWN_SLOT .or. slot_count(s) == 0) cycle
+                m = m + 1
+                local%neighbours(m) = rank_of_slot(s)
+                import_ptr(m + 1) = import_ptr(m) + slot_count(s)
+                export_ptr(m + 1) = export_ptr(m) + n_export(s)
+                call export_box(direction(s), from, to)
+                call list_nodes(from, to, local%export_index(export_ptr(m):export_ptr(m + 1) - 1))
+            end do
+        end associate
+        do k = 1, n_external
+            local%import_index(k) = local%n_internal + k
         end do
     end subroutine build_halo_tables
 
-    ! coordinates and fixed flags of the local nodes; the local elements (those with an internal
-    ! node: the elements lo..hi-1) in ascending global number, with local corner numbers; the
-    ! quads of the flux face among their faces, in the serial program's order
-    subroutine build_local_mesh()
-        integer :: i1, i2, i3, a, e, axis, u, v, iu, iv, c, f, ijk(3), on_face
-        integer, parameter :: STEP(2, 4) = reshape([0, 0, 1, 0, 1, 1, 0, 1], [2, 4])
+    ! the local elements (those with an internal node: the elements lo..hi-1) in ascending global
+    ! number, with local corner numbers
+    subroutine build_block_elements()
+        integer :: i1, i2, i3, a, e, ijk(3)
 
-        axis = axis_of(flux_face)
-        u = mod(axis, 3) + 1
-        v = mod(axis + 1, 3) + 1
-        n_elem = product(hi - lo)
-        n_quad = 0
-        if (face_index(p, flux_face) >= lo(axis) .and. face_index(p, flux_face) <= hi(axis)) &
-            n_quad = (hi(u) - lo(u)) * (hi(v) - lo(v))
-        allocate(xyz(3, n_local), fixed(n_local), elements(8, n_elem), quads(4, n_quad), &
+        local%n_elem = product(hi - lo)
+        allocate(local%element_ids(local%n_elem), local%elements(8, local%n_elem), &
                  stat=alloc_stat)
         call agree_allocation(alloc_stat)
-
-        on_face = face_index(p, p%fixed_face)
-        do a = 1, n_local
-            xyz(:, a) = real(node_ijk(:, a), dp) * p%size
-            fixed(a) = merge(1, 0, node_ijk(axis_of(p%fixed_face), a) == on_face)
-        end do
         e = 0
         do i3 = lo(3), hi(3) - 1
             do i2 = lo(2), hi(2) - 1
                 do i1 = lo(1), hi(1) - 1
                     e = e + 1
+                    local%element_ids(e) = i1 + p%nel(1) * (i2 + p%nel(2) * i3)
                     do a = 1, 8
                         ijk = [i1, i2, i3] + CORNER(:, a)
-                        elements(a, e) = local_of(ijk(1), ijk(2), ijk(3))
+                        local%elements(a, e) = local_of(ijk(1), ijk(2), ijk(3))
                     end do
                 end do
             end do
         end do
-        if (n_quad == 0) return
-        f = 0
-        do iv = lo(v), hi(v) - 1
-            do iu = lo(u), hi(u) - 1
-                f = f + 1
-                do c = 1, 4
-                    ijk(axis) = face_index(p, flux_face)
-                    ijk(u) = iu + STEP(1, c)
-                    ijk(v) = iv + STEP(2, c)
-                    quads(c, f) = local_of(ijk(1), ijk(2), ijk(3))
-                end do
-            end do
-        end do
-    end subroutine build_local_mesh
-
-    ! The CRS pattern of all n_local rows: node (i,j,k) and the nodes (i+di, j+dj, k+dk) of the
-    ! box lo..hi, di, dj, dk in {-1, 0, 1}, dk outermost: an internal row gets all its 27 (or
-    ! fewer at the boundary) columns in the serial order; an external row only those in the box.
-    subroutine build_pattern()
-        integer :: a, from(3), to(3)
-
-        allocate(row_ptr(n_local + 1), stat=alloc_stat)
-        call agree_allocation(alloc_stat)
-        row_ptr(1) = 1
-        do a = 1, n_local
-            from = max(node_ijk(:, a) - 1, lo)
-            to = min(node_ijk(:, a) + 1, hi)
-            row_ptr(a + 1) = row_ptr(a) + product(to - from + 1)
-        end do
-        allocate(col_idx(row_ptr(n_local + 1) - 1), stat=alloc_stat)
-        call agree_allocation(alloc_stat)
-        do a = 1, n_local
-            from = max(node_ijk(:, a) - 1, lo)
-            to = min(node_ijk(:, a) + 1, hi)
-            call list_nodes(from, to, col_idx(row_ptr(a):row_ptr(a + 1) - 1))
-        end do
-    end subroutine build_pattern
+    end subroutine build_block_elements
 
     ! the local numbers of the nodes of the box from..to (within lo..hi) in ascending global
     ! number, k outermost and i innermost, into list (as many entries as the box has nodes)
@@ -481,6 +549,166 @@ contains
         end do
     end subroutine list_nodes
 
+    ! --- the local mesh and system, from the local data (blocks or files alike) -----------------
+
+    ! The grid indices (i, j, k) of a global node number n = i + (NX+1) (j + (NY+1) k) (counts =
+    ! NX+1, NY+1, NZ+1), or of a global element number e = i + NX (j + NY k) (counts = NX, NY, NZ).
+    pure function grid_indices(n, counts) result(ijk)
+        integer, intent(in) :: n, counts(3)
+        integer :: ijk(3)
+
+        ijk = [mod(n, counts(1)), mod(n / counts(1), counts(2)), n / (counts(1) * counts(2))]
+    end function grid_indices
+
+    ! grid indices, coordinates and fixed flags of the local nodes, from their global numbers; the
+    ! quads of the flux face among the faces of the local elements
+    subroutine build_local_mesh()
+        integer :: a, on_face
+
+        allocate(node_ijk(3, local%n_local), xyz(3, local%n_local), fixed(local%n_local), &
+                 stat=alloc_stat)
+        call agree_allocation(alloc_stat)
+        on_face = face_index(p, p%fixed_face)
+        do a = 1, local%n_local
+            node_ijk(:, a) = grid_indices(local%global_ids(a), p%nel + 1)
+            xyz(:, a) = real(node_ijk(:, a), dp) * p%size
+            fixed(a) = merge(1, 0, node_ijk(axis_of(p%fixed_face), a) == on_face)
+        end do
+        call build_flux_quads()
+    end subroutine build_local_mesh
+
+    ! The local elements on the flux face (element index 0 or N-1 along its axis), and of each
+    ! the 4 corners on that face in cyclic order (fem3d_face_flux needs the area and the shape
+    ! functions only: the orientation does not matter). A quad whose corners are all external
+    ! adds to external rows only, which the solver never uses.
+    subroutine build_flux_quads()
+        integer, parameter :: STEP(2, 4) = reshape([0, 0, 1, 0, 1, 1, 0, 1], [2, 4])
+        integer :: face_corner(4), axis, u, v, side, at, a, c, e, f, offset(3)
+
+        axis = axis_of(flux_face)
+        u = mod(axis, 3) + 1
+        v = mod(axis + 1, 3) + 1
+        side = merge(1, 0, face_index(p, flux_face) > 0)    ! corner offset along axis: 0 or 1
+        at = face_index(p, flux_face) - side                ! element index along axis
+        do c = 1, 4                                         ! the element corners on the face
+            offset(axis) = side
+            offset(u) = STEP(1, c)
+            offset(v) = STEP(2, c)
+            do a = 1, 8
+                if (all(CORNER(:, a) == offset)) face_corner(c) = a
+            end do
+        end do
+        n_quad = 0
+        do e = 1, local%n_elem
+            if (on_face_layer(e, axis, at)) n_quad = n_quad + 1
+        end do
+        allocate(quads(4, n_quad), stat=alloc_stat)
+        call agree_allocation(alloc_stat)
+        f = 0
+        do e = 1, local%n_elem
+            if (.not. on_face_layer(e, axis, at)) cycle
+            f = f + 1
+            quads(:, f) = local%elements(face_corner, e)
+        end do
+    end subroutine build_flux_quads
+
+    ! is local element e in the layer of elements with index `at` along `axis`?
+    logical function on_face_layer(e, axis, at)
+        integer, intent(in) :: e, axis, at
+        integer :: ijk(3)
+
+        ijk = grid_indices(local%element_ids(e), p%nel)
+        on_face_layer = ijk(axis) == at
+    end function on_face_layer
+
+    ! The CRS pattern over all local rows and columns: row a holds every local node that shares a
+    ! local element with node a, in ascending global number (an internal row gets all its 27 (or
+    ! fewer at the boundary) columns in the serial order; an external row only those of its local
+    ! elements). Through the elements of each node (elem_ptr, elem_list), twice: count, then fill.
+    subroutine build_pattern()
+        integer(c_int), allocatable :: elem_ptr(:), elem_list(:), mark(:)
+
+        allocate(elem_ptr(local%n_local + 1), elem_list(8 * local%n_elem), mark(local%n_local), &
+                 row_ptr(local%n_local + 1), stat=alloc_stat)
+        call agree_allocation(alloc_stat)
+        call node_elements(elem_ptr, elem_list, mark)
+        call node_neighbours(elem_ptr, elem_list, mark, .false.)     ! row_ptr
+        allocate(col_idx(row_ptr(local%n_local + 1) - 1), stat=alloc_stat)
+        call agree_allocation(alloc_stat)
+        call node_neighbours(elem_ptr, elem_list, mark, .true.)      ! col_idx
+    end subroutine build_pattern
+
+    ! the local elements of each local node a: elem_list(elem_ptr(a) : elem_ptr(a+1)-1), counted,
+    ! then listed (next: where the next one of a node goes)
+    subroutine node_elements(elem_ptr, elem_list, next)
+        integer(c_int), intent(out) :: elem_ptr(:), elem_list(:), next(:)
+        integer :: a, c, e
+
+        elem_ptr = 0
+        do e = 1, local%n_elem
+            do c = 1, 8
+                a = local%elements(c, e)
+                elem_ptr(a + 1) = elem_ptr(a + 1) + 1
+            end do
+        end do
+        elem_ptr(1) = 1
+        do a = 1, local%n_local
+            elem_ptr(a + 1) = elem_ptr(a + 1) + elem_ptr(a)
+        end do
+        next = elem_ptr(:local%n_local)
+        do e = 1, local%n_elem
+            do c = 1, 8
+                a = local%elements(c, e)
+                elem_list(next(a)) = e
+                next(a) = next(a) + 1
+            end do
+        end do
+    end subroutine node_elements
+
+    ! Row a of the pattern: the corners of the elements of node a (elem_list(elem_ptr(a) :
+    ! elem_ptr(a+1)-1)), each once (mark(b) = a: b is in row a already), sorted by global number;
+    ! into row_ptr and col_idx if `fill`, else into row_ptr only.
+    subroutine node_neighbours(elem_ptr, elem_list, mark, fill)
+        integer(c_int), intent(in) :: elem_ptr(:), elem_list(:)
+        integer(c_int), intent(out) :: mark(:)
+        logical, intent(in) :: fill
+        integer :: a, b, c, k, pos
+
+        mark = 0
+        pos = 1
+        row_ptr(1) = 1
+        do a = 1, local%n_local
+            do k = elem_ptr(a), elem_ptr(a + 1) - 1
+                do c = 1, 8
+                    b = local%elements(c, elem_list(k))
+                    if (mark(b) == a) cycle
+                    mark(b) = a
+                    if (fill) col_idx(pos) = b
+                    pos = pos + 1
+                end do
+            end do
+            row_ptr(a + 1) = pos
+            if (fill) call sort_by_global_number(col_idx(row_ptr(a):pos - 1))
+        end do
+    end subroutine node_neighbours
+
+    ! local node numbers in ascending global number (insertion sort: a row has at most 27)
+    subroutine sort_by_global_number(list)
+        integer(c_int), intent(inout) :: list(:)
+        integer :: i, j, item
+
+        do i = 2, size(list)
+            item = list(i)
+            j = i - 1
+            do while (j >= 1)
+                if (local%global_ids(list(j)) <= local%global_ids(item)) exit
+                list(j + 1) = list(j)
+                j = j - 1
+            end do
+            list(j + 1) = item
+        end do
+    end subroutine sort_by_global_number
+
     ! CG's iteration limit: 10 times the global number of unknowns, if it fits
     integer function iteration_limit()
         integer(int64) :: n
@@ -499,13 +727,15 @@ contains
         character(len=:), allocatable :: status_text
 
         ! sums: unknowns, nonzeros of the internal rows, external nodes
-        mine = [n_internal, row_ptr(n_internal + 1) - 1, n_local - n_internal]
+        mine = [local%n_internal, row_ptr(local%n_internal + 1) - 1, &
+                local%n_local - local%n_internal]
         call MPI_Allreduce(mine, sums, 3, MPI_INTEGER, MPI_SUM, comm)
-        call MPI_Allreduce([n_internal], mins, 1, MPI_INTEGER, MPI_MIN, comm)
-        call MPI_Allreduce([n_internal, n_neighbours], maxs, 2, MPI_INTEGER, MPI_MAX, comm)
+        call MPI_Allreduce([local%n_internal], mins, 1, MPI_INTEGER, MPI_MIN, comm)
+        call MPI_Allreduce([local%n_internal, local%n_neighbours], maxs, 2, MPI_INTEGER, MPI_MAX, &
+                           comm)
         ! max T, max exact T, max nodal error over the internal nodes
         local_max = [-huge(1.0_dp), -huge(1.0_dp), 0.0_dp]
-        do a = 1, n_internal
+        do a = 1, local%n_internal
             local_max(1) = max(local_max(1), t(a))
             local_max(2) = max(local_max(2), exact_at(p, node_ijk(:, a)))
             local_max(3) = max(local_max(3), abs(t(a) - exact_at(p, node_ijk(:, a))))
@@ -531,13 +761,24 @@ contains
         write(output_unit, '(a)') '  max nodal error ' // c_e(global_max(3), 3) // &
             ' (should be near round-off and the CG tolerance: the elements are nodally exact here)'
         ! every external node is received once per exchange: 8 bytes each
-        write(output_unit, '(a)') '  ranks ' // c_d(n_ranks) // ' (' // c_d(p%parts(1)) // &
-            ' x ' // c_d(p%parts(2)) // ' x ' // c_d(p%parts(3)) // &
-            ' blocks), internal nodes per rank min ' // c_d(mins(1)) // ' max ' // c_d(maxs(1)) // &
+        write(output_unit, '(a)') '  ranks ' // c_d(n_ranks) // ' (' // partition_name() // &
+            '), internal nodes per rank min ' // c_d(mins(1)) // ' max ' // c_d(maxs(1)) // &
             ', neighbours max ' // c_d(maxs(2)) // ', external nodes total ' // c_d(sums(3)) // &
-            ', bytes per exchange ' // i64(8_int64 * sums(3))
+            ', bytes per exchange ' // c_d(8_int64 * sums(3))
         deallocate(status_text)
     end subroutine print_summary
+
+    ! how the nodes are shared: "2 x 2 x 1 blocks" or "local data PREFIX.*"
+    function partition_name() result(text)
+        character(len=:), allocatable :: text
+
+        if (allocated(p%prefix)) then
+            text = 'local data ' // p%prefix // '.*'
+        else
+            text = c_d(p%parts(1)) // ' x ' // c_d(p%parts(2)) // ' x ' // c_d(p%parts(3)) // &
+                   ' blocks'
+        end if
+    end function partition_name
 
     ! The pieces STEM_r.vtu (every rank) and OUTPUT.pvtu (rank 0), STEM = OUTPUT without ".pvtu".
     ! A file that cannot be written: one line from the first rank that failed, .false. on every
@@ -545,14 +786,11 @@ contains
     logical function write_output(path)
         character(len=*), intent(in) :: path
         character(len=:), allocatable :: stem, piece, message
-        real(dp), allocatable, asynchronous :: send_buf(:), recv_buf(:)
         integer :: first_failed
 
-        allocate(send_buf(export_ptr(n_neighbours + 1) - 1), &
-                 recv_buf(import_ptr(n_neighbours + 1) - 1), stat=alloc_stat)
-        call agree_allocation(alloc_stat)
-        call halo_exchange(n_neighbours, neighbours, import_ptr, import_index, export_ptr, &
-                           export_index, t, send_buf, recv_buf, comm)
+        call halo_exchange(local%n_neighbours, local%neighbours, local%import_ptr, &
+                           local%import_index, local%export_ptr, local%export_index, t, send_buf, &
+                           recv_buf, comm)
         stem = path
         if (len(stem) >= 5) then
             if (stem(len(stem) - 4:) == '.pvtu') stem = stem(:len(stem) - 5)
@@ -561,9 +799,7 @@ contains
         message = ''
         if (rank == 0) call write_pvtu(path, base_name(stem), message)
         if (len(message) == 0) call write_piece(piece, message)
-        ! the lowest rank that failed reports (n_ranks: none failed)
-        call MPI_Allreduce(merge(rank, n_ranks, len(message) > 0), first_failed, 1, MPI_INTEGER, &
-                           MPI_MIN, comm)
+        first_failed = first_failed_rank(len(message) > 0)   ! it reports (n_ranks: none failed)
         write_output = first_failed == n_ranks
         if (rank == first_failed) write(error_unit, '(a)') message
         if (write_output .and. rank == 0) &
@@ -617,18 +853,18 @@ contains
         integer :: unit, ios, a, e, k, n_owned
 
         n_owned = 0
-        do e = 1, n_elem
-            if (elements(1, e) <= n_internal) n_owned = n_owned + 1
+        do e = 1, local%n_elem
+            if (local%elements(1, e) <= local%n_internal) n_owned = n_owned + 1
         end do
         if (.not. open_output(path, unit, message)) return
         write(unit, '(a)') '<?xml version="1.0"?>', &
             '<VTKFile type="UnstructuredGrid" version="0.1" byte_order="LittleEndian">', &
             '<UnstructuredGrid>', &
-            '<Piece NumberOfPoints="' // c_d(n_local) // '" NumberOfCells="' // &
+            '<Piece NumberOfPoints="' // c_d(local%n_local) // '" NumberOfCells="' // &
             c_d(n_owned) // '">', &
             '<PointData Scalars="temperature">', &
             '<DataArray type="Float64" Name="temperature" format="ascii">'
-        do a = 1, n_local
+        do a = 1, local%n_local
             write(unit, '(a)') c_g(t(a), 15)
         end do
         write(unit, '(a)') '</DataArray>', '</PointData>', &
@@ -639,17 +875,17 @@ contains
         end do
         write(unit, '(a)') '</DataArray>', '</CellData>', '<Points>', &
             '<DataArray type="Float64" NumberOfComponents="3" format="ascii">'
-        do a = 1, n_local
+        do a = 1, local%n_local
             write(unit, '(a)') c_g(xyz(1, a), 15) // ' ' // c_g(xyz(2, a), 15) // ' ' // &
                                c_g(xyz(3, a), 15)
         end do
         write(unit, '(a)') '</DataArray>', '</Points>', '<Cells>', &
             '<DataArray type="Int32" Name="connectivity" format="ascii">'
-        do e = 1, n_elem                                 ! VTK counts points from 0
-            if (elements(1, e) > n_internal) cycle
-            line = c_d(elements(1, e) - 1)
+        do e = 1, local%n_elem                           ! VTK counts points from 0
+            if (local%elements(1, e) > local%n_internal) cycle
+            line = c_d(local%elements(1, e) - 1)
             do k = 2, 8
-                line = line // ' ' // c_d(elements(k, e) - 1)
+                line = line // ' ' // c_d(local%elements(k, e) - 1)
             end do
             write(unit, '(a)') line
         end do

@@ -2,23 +2,36 @@
 ! print exactly the same lines as their C twins (Fortran's own ES edit descriptor would write
 ! "1.234E-15" where C writes "1.234e-15", and has nothing like "%g").
 module course_cformat
-    use, intrinsic :: iso_fortran_env, only: dp => real64
+    use, intrinsic :: iso_fortran_env, only: dp => real64, int64
     use, intrinsic :: ieee_arithmetic, only: ieee_is_finite, ieee_is_nan
     implicit none
     private
     public :: c_d, c_e, c_g
 
+    ! like printf("%d", value), or printf("%ld", value) for a 64-bit value
+    interface c_d
+        module procedure c_d_int, c_d_int64
+    end interface c_d
+
 contains
 
-! like printf("%d", value)
-function c_d(value) result(text)
+function c_d_int(value) result(text)
     integer, intent(in) :: value
     character(len=:), allocatable :: text
     character(len=16) :: buf
 
     write(buf, '(i0)') value
     text = trim(buf)
-end function c_d
+end function c_d_int
+
+function c_d_int64(value) result(text)
+    integer(int64), intent(in) :: value
+    character(len=:), allocatable :: text
+    character(len=24) :: buf
+
+    write(buf, '(i0)') value
+    text = trim(buf)
+end function c_d_int64
 
 ! like printf("%.<digits>e", value), e.g. c_e(1.234e-15_dp, 3) = "1.234e-15"
 function c_e(value, digits) result(text)

@@ -6,6 +6,11 @@
 ! For MPI programs, where every rank reads the same file and fails the same way: input_quiet (set on
 ! the ranks other than 0) keeps the message to one copy, and input_before_exit (if associated) is
 ! called just before the stop, e.g. to call MPI_Finalize on every rank.
+!
+! input_line and input_parse_ints are the two halves of input_ints, for a line that may hold other
+! things (fem3d_mpi's line 7: PX PY PZ or `local PREFIX`). read_line, parse_int and parse_real serve
+! readers that report errors instead of stopping (05_halo/local_data.f90: one file per MPI rank, so
+! that the ranks must first agree on which of them reports).
 module course_input
     use, intrinsic :: iso_fortran_env, only: dp => real64, int64, error_unit
     use, intrinsic :: ieee_arithmetic, only: ieee_is_finite
@@ -14,6 +19,7 @@ module course_input
     private
     public :: input_file, input_open, input_close, input_ints, input_reals, input_require_positive
     public :: input_choice, input_fail, input_quiet, input_before_exit
+    public :: input_line, input_parse_ints, read_line, parse_int, parse_real, max_line
 
     abstract interface
         subroutine input_exit_hook()
@@ -88,25 +94,41 @@ subroutine input_close(in)
     in%unit = -1
 end subroutine input_close
 
-! Read the next line, of any length, into `line`; a missing line is an error.
-subroutine next_line(in, line, what)
+! Read the next line of `unit` into `line`, of any length up to max_len + 1 characters (a longer
+! line is cut there). ios: 0, or the iostat of the failure (end of file, or a read error).
+subroutine read_line(unit, line, ios, max_len)
+    integer, intent(in) :: unit
+    character(len=:), allocatable, intent(out) :: line
+    integer, intent(out) :: ios
+    integer, intent(in) :: max_len
+    character(len=256) :: chunk
+    integer :: nread
+
+    line = ''
+    do                                    ! the line piece by piece, until its end
+        read(unit, '(a)', advance='no', iostat=ios, size=nread) chunk
+        line = line // chunk(1:nread)
+        if (is_iostat_eor(ios)) then      ! end of the line (also for a last line without newline)
+            ios = 0
+            return
+        end if
+        if (ios /= 0 .or. len(line) > max_len) return
+    end do
+end subroutine read_line
+
+! Read the next line into `line`; a missing line is an error.
+subroutine input_line(in, line, what)
     type(input_file), intent(inout) :: in
     character(len=:), allocatable, intent(out) :: line
     character(len=*), intent(in) :: what
-    character(len=256) :: chunk
-    integer :: ios, nread
+    integer :: ios
 
     in%line = in%line + 1
-    line = ''
-    do                                    ! the line piece by piece, until its end
-        read(in%unit, '(a)', advance='no', iostat=ios, size=nread) chunk
-        line = line // chunk(1:nread)
-        if (is_iostat_eor(ios)) exit      ! end of the line (also for a last line without newline)
-        ! end of file, or a read error: both count as a missing line, as in C (fgets fails)
-        if (ios /= 0) call input_fail(in, 'missing line, expected ' // what)
-    end do
+    call read_line(in%unit, line, ios, max_line)
+    ! end of file, or a read error: both count as a missing line, as in C (fgets fails)
+    if (ios /= 0) call input_fail(in, 'missing line, expected ' // what)
     if (len(line) > max_line) call input_fail(in, 'line longer than ' // c_d(max_line) // ' characters')
-end subroutine next_line
+end subroutine input_line
 
 logical function is_separator(c)
     character(len=1), intent(in) :: c
@@ -231,10 +253,21 @@ subroutine input_ints(in, values, what)
     type(input_file), intent(inout) :: in
     integer, intent(out) :: values(:)
     character(len=*), intent(in) :: what
-    character(len=:), allocatable :: line, token
+    character(len=:), allocatable :: line
+
+    call input_line(in, line, what)
+    call input_parse_ints(in, line, values, what)
+end subroutine input_ints
+
+! Take size(values) integers from the start of `line`, the line read last.
+subroutine input_parse_ints(in, line, values, what)
+    type(input_file), intent(in) :: in
+    character(len=*), intent(in) :: line
+    integer, intent(out) :: values(:)
+    character(len=*), intent(in) :: what
+    character(len=:), allocatable :: token
     integer :: i, pos
 
-    call next_line(in, line, what)
     pos = 1
     do i = 1, size(values)
         if (.not. next_token(line, pos, token)) &
@@ -243,7 +276,7 @@ subroutine input_ints(in, values, what)
         if (.not. parse_int(token, values(i))) &
             call input_fail(in, 'expected an integer (' // what // "), got '" // token // "'")
     end do
-end subroutine input_ints
+end subroutine input_parse_ints
 
 ! Read the next line and take size(values) reals from it; `what` names them in messages.
 subroutine input_reals(in, values, what)
@@ -253,7 +286,7 @@ subroutine input_reals(in, values, what)
     character(len=:), allocatable :: line, token
     integer :: i, pos
 
-    call next_line(in, line, what)
+    call input_line(in, line, what)
     pos = 1
     do i = 1, size(values)
         if (.not. next_token(line, pos, token)) &
@@ -283,7 +316,7 @@ function input_choice(in, choices, what) result(choice)
     character(len=:), allocatable :: line, token, list
     integer :: pos
 
-    call next_line(in, line, what)
+    call input_line(in, line, what)
     pos = 1
     if (.not. next_token(line, pos, token)) &
         call input_fail(in, 'expected a word (' // what // '), found none')
