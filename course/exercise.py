@@ -34,16 +34,18 @@ from . import native
 from .native import INT, REAL
 
 _COMPILER = {"c": ("cc", ["-std=c99"]), "fortran": ("gfortran", ["-ffree-form"])}
+_MPI_COMPILER = {"c": "mpicc", "fortran": "mpif90"}      # the same compilers, with MPI
 _SUFFIX = {"c": ".c", "fortran": ".f90"}
 _CACHE = Path(tempfile.gettempdir()) / "course-exercise-builds"
 
 
 def compile_kernel(source: str | Path, lang: str, link_course: bool = False,
-                   openmp: bool = False) -> Path:
+                   openmp: bool = False, mpi: bool = False) -> Path:
     """Compile the learner's source file into a shared library; return its path. With
     link_course, the learner's code may call the kernels of the course library (libcourse_c or
     libcourse_fortran, e.g. fem3d_element). With openmp, the compiler obeys the OpenMP directives
-    (-fopenmp, for gcc and gfortran alike); without, they are ignored.
+    (-fopenmp, for gcc and gfortran alike); without, they are ignored. With mpi, the MPI compiler
+    wrappers (mpicc, mpif90) compile it: the code may include mpi.h or use mpi_f08.
 
     Raises AssertionError with the compiler's messages if it does not compile."""
     if lang not in _COMPILER:
@@ -54,6 +56,8 @@ def compile_kernel(source: str | Path, lang: str, link_course: bool = False,
     if source.suffix != _SUFFIX[lang]:
         raise AssertionError(f"{source}: a {lang} source file must end in {_SUFFIX[lang]}")
     compiler, flags = _COMPILER[lang]
+    if mpi:
+        compiler = _MPI_COMPILER[lang]
     if shutil.which(compiler) is None:
         raise AssertionError(f"the {lang} compiler {compiler} is not installed "
                              "(python -m course doctor says what to install)")
@@ -64,7 +68,7 @@ def compile_kernel(source: str | Path, lang: str, link_course: bool = False,
         link = [f"-L{lib_dir}", f"-lcourse_{lang}", f"-Wl,-rpath,{lib_dir}"]
     omp = ["-fopenmp"] if openmp else []
     text = source.read_bytes()
-    digest = hashlib.sha1(text + lang.encode() + " ".join(link).encode()
+    digest = hashlib.sha1(text + lang.encode() + compiler.encode() + " ".join(link).encode()
                           + "".join(f" {flag}" for flag in omp).encode()).hexdigest()[:16]
     lib = _CACHE / f"{source.stem}-{digest}.so"
     if lib.exists():

@@ -6,7 +6,12 @@ data, halo exchange and the distributed problems, one module per concern:
     halo         the halo exchange over MPI, four ways (p2p, persistent, neighbour collective,
                  the naive Allgather) and the exchange of message sizes (all-to-all vs neighbours)
     fem3d        the 3D heat-conduction problem of 02_fem3d assembled and solved on P ranks
+    mpi_job      an mpiexec job in a subprocess that cannot hang its caller (deadlocks stopped)
+    grading      the checks of the exercise 05_halo: the learner's local tables, and the
+                 learner's halo exchange (C, Fortran, mpi4py) run by exchange_driver under
+                 mpiexec (its messages to the learner: exchange_messages)
 
-`partition` and `local` need no MPI (a learner can draw every rank's data in one process); `halo`
-and `fem3d` import mpi4py.
+`partition` and `local` need no MPI (a learner can draw every rank's data in one process); `halo`,
+`fem3d` and `exchange_driver` import mpi4py; `grading` and `mpi_job` do not (a notebook's kernel
+never initialises MPI).
 """

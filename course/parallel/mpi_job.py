@@ -1,0 +1,140 @@
+"""An MPI job that cannot hang its caller: `mpiexec -n P python ARGS` in a session of its own,
+watched from a thread that reads its output, and stopped (with every process it started) when it
+takes too long.
+
+The program reports to its caller on stdout, one event per line: REPORT, then a JSON object with
+at least "event". An event {"event": "start", ...} opens a step that must end (with the next event)
+within `step_timeout` seconds, e.g. one halo exchange; everything else has until `timeout`.
+
+    job = run_watched(["-m", "mpi4py", "-m", "course.parallel.exchange_driver", ...], 4, 60, 4)
+    job.events, job.output, job.returncode, job.stopped
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPORT = "course-mpi-job: "     # a line on stdout that starts with this is an event (JSON)
+
+
+@dataclass
+class Job:
+    """What a watched job left: its events, the rest of its output (stdout and stderr of every
+    rank and of mpiexec), its exit status, and whether it had to be stopped."""
+    events: list
+    output: str
+    returncode: int | None
+    stopped: bool
+
+
+def report(**event) -> None:
+    """Send an event to the caller (from rank 0, usually)."""
+    sys.stdout.write(REPORT + json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def mpi_environment() -> dict:
+    """The environment of an mpiexec job on a small, shared machine: Open MPI as root and
+    oversubscribed (course.toolchain.mpi_env), waiting ranks giving up their core, one thread
+    per rank, and the course package importable."""
+    from ..toolchain import mpi_env
+
+    package_root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, **mpi_env(), "OMPI_MCA_mpi_yield_when_idle": "1",
+            "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
+
+
+def run_watched(python_args: list, ranks: int, timeout: float, step_timeout: float) -> Job:
+    """`mpiexec -n ranks python PYTHON_ARGS`, stopped past `timeout` seconds in all, or when a
+    step it has started has not ended within `step_timeout` seconds. MPIEXEC_TIMEOUT is set too,
+    as a last resort should this process itself be killed."""
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        raise AssertionError("mpiexec is not installed (python -m course doctor says what to "
+                             "install)")
+    env = {**mpi_environment(), "MPIEXEC_TIMEOUT": str(int(timeout) + 10)}
+    command = [mpiexec, "-n", str(ranks), sys.executable, *map(str, python_args)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, env=env, start_new_session=True)
+    lines: queue.Queue = queue.Queue()
+    reader = threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True)
+    reader.start()
+    events, output, stopped = [], [], False
+    try:
+        stopped = _collect(lines, events, output, time.monotonic() + timeout, step_timeout)
+    finally:                    # also when the caller is interrupted (a notebook cell's timeout)
+        _stop(process)
+        reader.join(timeout=5)
+    while not lines.empty():
+        line = lines.get()
+        if line is not None:
+            output.append(line)
+    return Job(events, "".join(output), process.returncode, stopped)
+
+
+def _read_lines(stream, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def _collect(lines: queue.Queue, events: list, output: list, deadline: float,
+             step_timeout: float) -> bool:
+    """Read the job's output until it ends (False) or a deadline passes (True)."""
+    started = None
+    while True:
+        limit = deadline if started is None else min(deadline, started + step_timeout)
+        try:
+            line = lines.get(timeout=max(0.0, limit - time.monotonic()))
+        except queue.Empty:
+            return True
+        if line is None:
+            return False
+        if not line.startswith(REPORT):
+            output.append(line)
+            continue
+        event = json.loads(line[len(REPORT):])
+        events.append(event)
+        started = time.monotonic() if event["event"] == "start" else None
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """End the job if it still runs: SIGTERM to mpiexec (which ends its ranks); then SIGKILL to
+    whatever is left of the session it was started in."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+    for pid in _session_members(process.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    process.wait()
+
+
+def _session_members(session: int) -> list[int]:
+    """The processes of a session (the job's: mpiexec's pid is its session id)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == session:             # fields after "pid (comm)": state ppid pgrp sid
+            members.append(int(stat.parent.name))
+    return members

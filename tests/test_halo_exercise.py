@@ -1,0 +1,289 @@
+"""The exercise of lecture 05_halo and its checks (course.parallel.grading): the course's own halo
+exchanges (src_c, src_fortran) and the solution notebook's (C, Fortran, Python) pass; the typical
+wrong answers fail, each with the message that says what happened: external values left as they
+were, export and import swapped, a blocking Send before the Recv (a deadlock once the messages pass
+the eager limit), a segfault, a tag mismatch or a message to the wrong rank (deadlocks), Fortran
+code that takes the tables as 0-based, pickling calls, code that does not compile. The learner's
+local tables are checked field by field.
+
+Every exchange runs under mpiexec in a subprocess that the check stops itself: a deadlock fails
+in seconds and leaves no process behind."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from course.parallel import grading
+from course.parallel.grading import Case
+
+pytestmark = [pytest.mark.timeout(300),
+              pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")]
+
+SOLUTION = ROOT / "solutions" / "05_halo" / "05_halo_exercise.ipynb"
+SMALL = [Case(2, "blocks", (4, 3, 2)), Case(3, "metis", (5, 4, 3)),
+         Case(4, "blocks", (4, 4, 2), dims=(2, 2, 1))]
+LARGE = Case(2, "blocks", (2, 150, 150), dims=(2, 1, 1))      # 22801 values (178 KB) each way
+SUFFIX = {"c": ".c", "fortran": ".f90", "python": ".py"}
+
+
+def solution_cell(grade_id: str) -> str:
+    cell = next(c for c in nbformat.read(SOLUTION, as_version=4).cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    return cell.source
+
+
+def solution_file(lang: str) -> str:
+    """What the %%writefile cell of `lang` in the solution notebook writes."""
+    first, rest = solution_cell(f"halo_exchange_{lang}").split("\n", 1)
+    assert first.startswith("%%writefile"), first
+    return rest + "\n"
+
+
+def write(tmp_path: Path, lang: str, text: str, name: str = "halo_exchange") -> Path:
+    path = tmp_path / (name + SUFFIX[lang])
+    path.write_text(text)
+    return path
+
+
+def changed(text: str, old: str, new: str) -> str:
+    assert old in text, f"{old!r} is not in the solution"
+    return text.replace(old, new)
+
+
+def failure(tmp_path, lang: str, text: str, cases) -> str:
+    with pytest.raises(AssertionError) as info:
+        grading.check_halo_exchange(write(tmp_path, lang, text), lang, cases)
+    return str(info.value)
+
+
+# --- the course's exchanges, as a learner would hand them in -------------------------------------
+
+def course_c_exchange() -> str:
+    """halo_exchange of src_c/05_halo/halo.c (its marked region) in a file of its own."""
+    text = (ROOT / "src_c" / "05_halo" / "halo.c").read_text()
+    region = re.search(r"^/\* \[halo_exchange\].*?^/\* \[halo_exchange\] \*/", text, re.M | re.S)
+    return "#include <mpi.h>\n\n" + region.group(0) + "\n"
+
+
+def course_fortran_exchange() -> str:
+    """halo_exchange of src_fortran/05_halo/halo.f90 (a module procedure there) as a bind(C)
+    subroutine of its own, with the module's declarations it uses."""
+    text = (ROOT / "src_fortran" / "05_halo" / "halo.f90").read_text()
+    region = re.search(r"^! \[halo_exchange\]\n(.*?)^! \[halo_exchange\]", text, re.M | re.S)
+    header = re.search(r"subroutine halo_exchange\(.*?\)", region.group(1), re.S).group(0)
+    return region.group(1).replace(
+        header, header + ' bind(C, name="halo_exchange")\n'
+        "    use, intrinsic :: iso_c_binding, only: c_int, c_double\n"
+        "    use mpi_f08\n    implicit none\n    integer, parameter :: HALO_TAG = 5", 1)
+
+
+@pytest.mark.parametrize("lang, source", [("c", course_c_exchange),
+                                          ("fortran", course_fortran_exchange)],
+                         ids=["src_c", "src_fortran"])
+def test_the_course_exchanges_pass(tmp_path, lang, source):
+    grading.check_halo_exchange(write(tmp_path, lang, source()), lang, SMALL + [LARGE])
+
+
+@pytest.mark.parametrize("lang", ["c", "fortran", "python"])
+def test_the_solution_cells_pass(tmp_path, lang):
+    grading.check_halo_exchange(write(tmp_path, lang, solution_file(lang)), lang,
+                                SMALL + [LARGE, Case(4, "random", (3, 3, 2), seed=4)])
+
+
+# --- wrong exchanges -----------------------------------------------------------------------------
+
+def test_no_unpack_leaves_the_external_values(tmp_path):
+    text = changed(solution_file("c"), "        x[import_index[k]] = recv_buf[k];\n",
+                   "        (void)x;\n")
+    message = failure(tmp_path, "c", text, SMALL)
+    assert re.search(r"on rank \d, 12 of 12 values from rank \d are wrong", message), message
+    assert "left as they were" in message and "unpack" in message
+
+
+def test_export_and_import_swapped(tmp_path):
+    text = changed(changed(solution_file("c"), "send_buf[k] = x[export_index[k]];",
+                           "send_buf[k] = x[import_index[k]];"),
+                   "x[import_index[k]] = recv_buf[k];", "x[export_index[k]] = recv_buf[k];")
+    message = failure(tmp_path, "c", text, SMALL)
+    assert "internal values changed" in message and "swapped" in message, message
+
+
+BLOCKING_SENDS = """
+    for (int k = 0; k < export_ptr[n_neighbours]; k++)
+        send_buf[k] = x[export_index[k]];
+    for (int m = 0; m < n_neighbours; m++)      /* everybody sends first ... */
+        MPI_Send(send_buf + export_ptr[m], export_ptr[m + 1] - export_ptr[m], MPI_DOUBLE,
+                 neighbours[m], 5, comm);
+    for (int m = 0; m < n_neighbours; m++)      /* ... and then receives */
+        MPI_Recv(recv_buf + import_ptr[m], import_ptr[m + 1] - import_ptr[m], MPI_DOUBLE,
+                 neighbours[m], 5, comm, MPI_STATUS_IGNORE);
+    for (int k = 0; k < import_ptr[n_neighbours]; k++)
+        x[import_index[k]] = recv_buf[k];
+"""
+
+
+def with_body(text: str, body: str) -> str:
+    start = text.index("    /* ### BEGIN SOLUTION */")
+    end = text.index("    /* ### END SOLUTION */")
+    return text[:start] + body + text[end:]
+
+
+def leftover_processes(marker: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in text:
+            found.append(text)
+    return found
+
+
+def test_blocking_sends_pass_small_messages_and_deadlock_on_large_ones(tmp_path):
+    text = with_body(solution_file("c"), BLOCKING_SENDS)
+    source = write(tmp_path, "c", text)
+    grading.check_halo_exchange(source, "c", SMALL)        # lucky: the messages are eager
+    message = failure(tmp_path, "c", text, [SMALL[0], LARGE])
+    assert "did not finish within" in message and "deadlock" in message, message
+    assert "22801 values (178 KB)" in message and "Irecv" in message, message
+    assert "2 x 150 x 150" in message
+    assert leftover_processes(str(grading.prepare_exchange(source, "c"))) == []
+
+
+def test_a_segfault_is_reported_with_its_rank(tmp_path):
+    text = changed(solution_file("c"), "MPI_STATUSES_IGNORE);",
+                   "MPI_STATUSES_IGNORE);\n    *(volatile double *)0 = x[0];")
+    message = failure(tmp_path, "c", text, SMALL)
+    assert re.search(r"crashed with SIGSEGV on rank \d", message), message
+    assert "4 x 3 x 2 element mesh" in message
+
+
+def test_a_tag_mismatch_deadlocks(tmp_path):
+    text = changed(solution_file("c"), "neighbours[m], TAG, comm, &requests[n_neighbours + m]",
+                   "neighbours[m], TAG + 1, comm, &requests[n_neighbours + m]")
+    message = failure(tmp_path, "c", text, SMALL)
+    assert "deadlock" in message and "tags" in message and "small" in message, message
+
+
+def test_a_message_to_the_wrong_rank_deadlocks(tmp_path):
+    text = changed(solution_file("python"), "dest=int(rank)", "dest=comm.Get_rank()")
+    message = failure(tmp_path, "python", text, SMALL)
+    assert "deadlock" in message and "destination rank" in message, message
+
+
+def test_a_fortran_exchange_with_0_based_tables_fails(tmp_path):
+    text = solution_file("fortran")
+    for old, new in (("x(export_index(k))", "x(export_index(k) + 1)"),
+                     ("x(import_index(k)) =", "x(import_index(k) + 1) ="),
+                     ("first = import_ptr(m)\n", "first = import_ptr(m) + 1\n"),
+                     ("last = import_ptr(m + 1) - 1", "last = import_ptr(m + 1)"),
+                     ("first = export_ptr(m)\n", "first = export_ptr(m) + 1\n"),
+                     ("last = export_ptr(m + 1) - 1", "last = export_ptr(m + 1)")):
+        text = changed(text, old, new)
+    message = failure(tmp_path, "fortran", text, SMALL)
+    assert "1-based" in message and ("wrong" in message or "crashed" in message), message
+
+
+def test_pickling_calls_are_refused(tmp_path):
+    text = changed(solution_file("python"),
+                   "comm.Isend([part, MPI.DOUBLE], dest=int(rank), tag=tag)",
+                   "comm.isend(part, dest=int(rank), tag=tag)")
+    message = failure(tmp_path, "python", text, SMALL)
+    assert "raised an exception on rank" in message and "upper-case" in message, message
+
+
+def test_the_untouched_python_stub_says_what_to_do(tmp_path):
+    text = solution_file("python")
+    text = text[:text.index("    ### BEGIN SOLUTION")] + "    raise NotImplementedError()\n"
+    message = failure(tmp_path, "python", text, SMALL[:1])
+    assert "NotImplementedError" in message and "YOUR CODE HERE" in message, message
+
+
+@pytest.mark.parametrize("lang, text, expected", [
+    ("c", "void halo_exchange(void) { undeclared = 1; }\n", "does not compile"),
+    ("fortran", "subroutine halo_exchange() bind(C)\n  call nothing(\nend subroutine\n",
+     "does not compile"),
+    ("python", "def halo_exchange(comm, x):\n    pass\n", "must take 7 arguments"),
+    ("python", "def halo_exchange(comm\n", "is not valid Python")])
+def test_code_that_cannot_run_is_refused_before_mpiexec(tmp_path, lang, text, expected):
+    message = failure(tmp_path, lang, text, SMALL[:1])
+    assert expected in message, message
+
+
+def test_a_library_without_halo_exchange(tmp_path):
+    message = failure(tmp_path, "c", "void halo_exchang(void) {}\n", SMALL[:1])
+    assert "no function halo_exchange" in message, message
+
+
+# --- task 3: the distributed solve ---------------------------------------------------------------
+
+@pytest.mark.parametrize("lang", ["c", "course"])
+def test_the_distributed_solve_with_an_exchange_matches_the_serial_one(tmp_path, lang):
+    source = write(tmp_path, "c", solution_file("c")) if lang == "c" else None
+    solved = grading.solve_with_exchange(source, lang, ranks=3, size=(6, 5, 4))
+    assert solved["converged"] and solved["difference"] < 1e-10, solved
+    assert abs(solved["iterations"] - solved["serial_iterations"]) <= 1, solved
+
+
+# --- task 1: the local tables --------------------------------------------------------------------
+
+def solution_local_tables():
+    namespace = {"np": np}
+    exec(solution_cell("local_tables"), namespace)      # noqa: S102 - our own notebook
+    return namespace["local_tables"]
+
+
+UNSEEN = [Case(4, "metis", (6, 5, 4)), Case(6, "blocks", (7, 6, 5), dims=(3, 2, 1)),
+          Case(3, "random", (4, 3, 3), seed=7), Case(1, "blocks", (2, 1, 1)),
+          Case(4, "blocks", (4, 4, 2), dims=(2, 2, 1))]
+
+
+def test_the_solution_local_tables_pass():
+    grading.check_local_tables(solution_local_tables(), UNSEEN)
+
+
+def wrong_tables(change):
+    right = solution_local_tables()
+
+    def local_tables(elements, owner, rank):
+        tables = right(elements, owner, rank)
+        change(tables, np.asarray(owner))
+        return tables
+    return local_tables
+
+
+def sorted_by_number(tables, owner):
+    n = tables["n_internal"]
+    tables["global_ids"][n:] = np.sort(tables["global_ids"][n:])
+
+
+def global_export_index(tables, owner):
+    tables["export_index"] = tables["global_ids"][tables["export_index"]]
+
+
+def without_neighbours(tables, owner):
+    del tables["neighbours"]
+
+
+def one_external_node_less(tables, owner):
+    tables["global_ids"] = tables["global_ids"][:-1]
+
+
+@pytest.mark.parametrize("change, expected", [
+    (sorted_by_number, "global_ids is wrong: the right external nodes in the wrong order"),
+    (global_export_index, "export_index for neighbour"),
+    (without_neighbours, "without neighbours"),
+    (one_external_node_less, "external node(s) are missing")])
+def test_wrong_local_tables_name_the_field(change, expected):
+    with pytest.raises(AssertionError) as info:
+        grading.check_local_tables(wrong_tables(change), UNSEEN)
+    assert expected in str(info.value), str(info.value)
+    assert re.search(r"rank \d+ of the .* mesh", str(info.value)), str(info.value)
