@@ -52,3 +52,46 @@ def test_crs_matvec_inner_loop_is_within_one_64_byte_line(lang):
     assert last - first < 64, f"{lang}: the inner loop is {last - first + 1} bytes"
     assert first // 64 == last // 64, \
         f"{lang}: the inner loop {first:#x}..{last:#x} straddles a 64-byte line"
+
+
+# --- exercises do not shadow the course's modules ------------------------------------------------
+
+COURSE_MODULES = {path.stem for path in (ROOT / "course").iterdir()
+                  if (path.suffix == ".py" or (path / "__init__.py").is_file())
+                  and not path.stem.startswith("_")} | {"course"}
+
+
+def assigned_names(source: str) -> set[str]:
+    """Names a notebook cell assigns (=, for, with ... as, def, class; imports of modules are
+    fine), IPython magics and shell lines left out."""
+    if source.lstrip().startswith("%%"):                      # %%writefile: C or Fortran
+        return set()
+    lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()]
+    names = set()
+    for node in ast.walk(ast.parse("\n".join(lines))):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+    return names
+
+
+def exercise_notebooks():
+    return sorted((ROOT / "solutions").glob("*/*.ipynb")) + \
+        sorted((ROOT / "exercises").glob("*/*.ipynb"))
+
+
+def test_course_modules_are_known():
+    assert {"bench", "fvm", "native", "mesh", "course"} <= COURSE_MODULES
+    assert assigned_names("bench = fvm.poisson(8, 8, 8)\nfor mesh in []: pass") == {"bench", "mesh"}
+
+
+@pytest.mark.parametrize("path", exercise_notebooks(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_exercise_does_not_shadow_a_course_module(path):
+    """`bench = fvm.poisson(...)` in the 04_openmp exercise hid course.bench, which the lectures
+    use under that name: a learner who copies a lecture cell afterwards gets an AttributeError."""
+    notebook = json.loads(path.read_text())
+    for number, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] == "code":
+            shadowing = assigned_names("".join(cell["source"])) & COURSE_MODULES
+            assert not shadowing, f"cell {number} assigns {sorted(shadowing)}, a course module"
