@@ -467,8 +467,22 @@ def plot_halo(results: dict, path=None):
     return plot(results, path)
 
 
+def bench_pipecg(**kwargs) -> dict:
+    """The CG variants over MPI (06_pipecg): course.parallel.bench, which starts mpiexec."""
+    from .parallel.bench import bench_pipecg as run
+
+    return run(**kwargs)
+
+
+def plot_pipecg(results: dict, path=None):
+    from .parallel.bench import plot_pipecg as plot
+
+    return plot(results, path)
+
+
 SUITES = {"fem1d": (bench_fem1d, plot_fem1d), "fem3d": (bench_fem3d, plot_fem3d),
-          "openmp": (bench_openmp, plot_openmp), "halo": (bench_halo, plot_halo)}
+          "openmp": (bench_openmp, plot_openmp), "halo": (bench_halo, plot_halo),
+          "pipecg": (bench_pipecg, plot_pipecg)}
 
 
 def run_suite(name: str, json_path: str | None, plot_path: str | None, **kwargs) -> dict:
@@ -486,10 +500,10 @@ def summary_table(results: dict) -> str:
         return summary_fem3d(results)
     if results["suite"] == "openmp":
         return summary_openmp(results)
-    if results["suite"] == "halo":
-        from .parallel.bench import summary_halo
+    if results["suite"] in ("halo", "pipecg"):
+        from .parallel import bench as parallel_bench
 
-        return summary_halo(results)
+        return getattr(parallel_bench, f"summary_{results['suite']}")(results)
     lines = [f"{'n_elem':>9} {'lang':>8} {'assemble s':>11} {'solve s':>10} {'iters':>6} "
              f"{'asm vs numpy':>12} {'solve vs scipy':>14}"]
     for r in results["runs"]:

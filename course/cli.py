@@ -76,8 +76,9 @@ def _solve_fem3d(args, problems) -> dict:
                              f"got {getattr(args, name)}")
     if args.parallel:
         return _solve_fem3d_parallel(args)
-    given = [f"--{name}" for name in ("partition", "exchange", "px", "py", "pz")
-             if getattr(args, name) is not None]
+    given = [f"--{name.replace('_', '-')}" for name in ("partition", "exchange", "px", "py", "pz",
+                                                         "cg", "residual_replacement")
+             if getattr(args, name) is not None] + (["--iallreduce"] if args.iallreduce else [])
     if given:
         raise ValueError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} "
                          f"--parallel")
@@ -122,13 +123,29 @@ def _solve_fem3d_parallel(args) -> dict:
                             dims=None if dims[0] is None else tuple(dims),
                             exchange=args.exchange or "p2p", lang=args.lang, dx=args.dx,
                             dy=args.dy, dz=args.dz, cond=args.cond, tol=args.tol,
-                            keep_solution=args.vtk is not None, **options)
+                            keep_solution=args.vtk is not None, algorithm=args.cg or "pcg",
+                            iallreduce=args.iallreduce,
+                            replace_every=args.residual_replacement or 0, **options)
     if args.vtk is not None:
         mesh, t = result.pop("mesh"), result.pop("T")
         if mpi_rank() == 0:
             _write_vtk(args.vtk, mesh, t)
         result["vtk"] = args.vtk
     return result
+
+
+def _pipecg_options(group) -> None:
+    """The CG variants of 06_pipecg (distributed solves)."""
+    from .solvers import ALGORITHMS
+    group.add_argument("--cg", choices=ALGORITHMS,
+                       help="CG variant: pcg (2 blocking reductions per iteration, default), "
+                            "chronopoulos-gear (1 fused), gropp (2 hidden), pipelined (1 hidden)")
+    group.add_argument("--iallreduce", action="store_true",
+                       help="non-blocking reductions (MPI_Iallreduce ... MPI_Wait) so that gropp "
+                            "and pipelined can hide them behind the preconditioner and the SpMV")
+    group.add_argument("--residual-replacement", type=_positive(int), metavar="N",
+                       help="every N iterations recompute the recursive residual (and the other "
+                            "recurrences) from x")
 
 
 def _write_vtk(path, mesh, t) -> None:
@@ -205,6 +222,9 @@ def _partition(args) -> int:
     return 0
 
 
+MPI_SUITES = ("halo", "pipecg")        # they start mpiexec themselves
+
+
 def _bench(args) -> int:
     from . import bench
 
@@ -212,17 +232,19 @@ def _bench(args) -> int:
     if args.sizes:
         kwargs["sizes"] = args.sizes
     if args.langs:
-        if args.suite == "halo":
-            raise ValueError("--langs is not for the halo suite (it times the MPI calls)")
+        if args.suite in MPI_SUITES:
+            raise ValueError(f"--langs is not for the {args.suite} suite (it times the MPI "
+                             f"calls)")
         kwargs["langs"] = args.langs
     if args.threads:
         if args.suite != "openmp":
             raise ValueError("--threads is for the openmp suite (its thread sweep)")
         kwargs["threads"] = args.threads
-    for name in ("ranks", "cg_size"):
+    for name, suites in (("ranks", MPI_SUITES), ("cg_size", ("halo",))):
         if getattr(args, name):
-            if args.suite != "halo":
-                raise ValueError(f"--{name.replace('_', '-')} is for the halo suite")
+            if args.suite not in suites:
+                raise ValueError(f"--{name.replace('_', '-')} is for the "
+                                 f"{' and '.join(suites)} suite{'s' * (len(suites) > 1)}")
             kwargs[name] = getattr(args, name)
     results = bench.run_suite(args.suite, args.json, args.plot, **kwargs)
     print(bench.summary_table(results))
@@ -335,6 +357,7 @@ def parser() -> argparse.ArgumentParser:
     par.add_argument("--exchange", choices=("p2p", "persistent", "neighbor", "allgather"),
                      help="halo exchange: Isend/Irecv (default), persistent requests, "
                           "MPI_Neighbor_alltoallv, or the naive Allgatherv of the whole vector")
+    _pipecg_options(par)
     _common_solve_options(s3)
 
     sp = problem.add_parser("poisson", help="3D Poisson, finite volumes, the OpenMP PCG ladder "
@@ -380,13 +403,15 @@ def parser() -> argparse.ArgumentParser:
     pa.set_defaults(run=_partition)
 
     e = sub.add_parser("bench", help="benchmark suite (timings, not tests)")
-    e.add_argument("suite", choices=["fem1d", "fem3d", "openmp", "halo"],
+    e.add_argument("suite", choices=["fem1d", "fem3d", "openmp", "halo", "pipecg"],
                    help="fem1d: assembly and CG per language; fem3d: assembly, PCG per iteration "
                         "and the SpMV against STREAM, on n^3 cubes; openmp: the PCG ladder and "
                         "the SpMV formats over a thread sweep, on n^3 cells (default 64); halo: "
                         "ping-pong, Allreduce, halo exchanges, distributed PCG and deep halos "
                         "over 1 .. P MPI ranks (starts mpiexec itself), on an n^3 mesh "
-                        "(default 24)")
+                        "(default 24); pipecg: the four CG variants, blocking and with "
+                        "MPI_Iallreduce, split into SpMV, halo, reductions and the rest, over "
+                        "1 .. P ranks, on an n^3 mesh (default 32)")
     e.add_argument("--json", metavar="FILE", help="write the results as JSON")
     e.add_argument("--plot", metavar="FILE", help="write a plot (PNG, SVG, PDF)")
     e.add_argument("--sizes", type=_positive(int), nargs="+",
@@ -395,8 +420,8 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--threads", type=_positive(int), nargs="+",
                    help="openmp: the thread counts of the sweep (default 1 .. cores)")
     e.add_argument("--ranks", type=_positive(int), nargs="+",
-                   help="halo: the MPI rank counts (default 1 .. max(cores, 4); more than the "
-                        "cores are flagged as oversubscribed)")
+                   help="halo, pipecg: the MPI rank counts (default 1 .. max(cores, 4); more "
+                        "than the cores are flagged as oversubscribed)")
     e.add_argument("--cg-size", type=_positive(int),
                    help="halo: n of the n^3 mesh of the distributed CG (default max(n, 48), so "
                         "that its matrix does not fit in the caches)")

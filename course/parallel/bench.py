@@ -1,4 +1,5 @@
-"""`python -m course bench halo`: what communication costs on this machine, for 1 .. P ranks.
+"""`python -m course bench halo` (05_halo) and `bench pipecg` (06_pipecg): what communication
+costs on this machine, for 1 .. P ranks.
 
 For every rank count the benchmark starts `mpiexec -n P python -m course.parallel.bench_rank`
 (course.parallel.bench_rank measures, rank 0 reports) and gathers:
@@ -40,20 +41,21 @@ def usable_cores() -> int:
 
 
 def run_ranks(ranks: int, n: int, cg_n: int, partition: str, repeat: int, iterations: int,
-              steps: int, timeout: float = 900) -> dict:
+              steps: int, timeout: float = 900, suite: str = "halo") -> dict:
     """The measurements of course.parallel.bench_rank on `ranks` MPI processes."""
     cmd = ["mpiexec", "-n", str(ranks), sys.executable, "-m", "course.parallel.bench_rank",
-           "--n", str(n), "--cg-n", str(cg_n), "--partition", partition, "--repeat", str(repeat),
-           "--iterations", str(iterations), "--steps", str(steps)]
+           "--suite", suite, "--n", str(n), "--cg-n", str(cg_n), "--partition", partition,
+           "--repeat", str(repeat), "--iterations", str(iterations), "--steps", str(steps)]
     env = {**os.environ, **toolchain.mpi_env(), "OMP_NUM_THREADS": "1"}
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        raise RuntimeError(f"bench halo: {ranks} ranks did not finish in {timeout:.0f} s") \
+        raise RuntimeError(f"bench {suite}: {ranks} ranks did not finish in {timeout:.0f} s") \
             from None
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-10:])
-        raise RuntimeError(f"bench halo: {ranks} ranks failed (exit {done.returncode})\n{tail}")
+        raise RuntimeError(f"bench {suite}: {ranks} ranks failed (exit {done.returncode})\n"
+                           f"{tail}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -204,6 +206,102 @@ def plot_halo(results: dict, path=None):
     a.legend(fontsize=9)
     fig.suptitle(f"bench halo: n = {results['n']} ({results['partition']}), "
                  f"{results['cores']} cores", fontsize=13)
+    fig.tight_layout()
+    if path:
+        fig.savefig(path, dpi=150)
+        plt.close(fig)
+    return fig
+
+
+# --- bench pipecg (06_pipecg) ---------------------------------------------------------------------
+
+def bench_pipecg(sizes=(32,), ranks=None, repeat: int = 5, partition: str = "metis",
+                 iterations: int = 30, progress: bool = True) -> dict:
+    """For every rank count (default 1 .. max(cores, 4)): the four CG variants on the n^3 mesh,
+    blocking and with MPI_Iallreduce, seconds per iteration split into SpMV, halo, reductions
+    (blocked) and the rest; Allreduce of 1 double, 3 doubles and three calls of 1 (seed 002)."""
+    (n,) = sizes if len(sizes) == 1 else (None,)
+    if n is None:
+        raise ValueError("bench pipecg takes one size (the n of the n^3 mesh)")
+    cores = usable_cores()
+    ranks = list(ranks or range(1, max(cores, 4) + 1))
+    runs = []
+    for p in tqdm(ranks, desc="bench pipecg", unit="rank count", disable=not progress):
+        run = run_ranks(p, n, n, partition, repeat, iterations, 0, suite="pipecg")
+        run["oversubscribed"] = p > cores
+        allreduce = run["allreduce"]
+        run["three_single_vs_one_triple"] = (allreduce["three_single_calls_s"]
+                                             / allreduce["three_doubles_s"])
+        runs.append(run)
+    from ..bench import topology
+
+    return {"suite": "pipecg", "n": n, "partition": partition, "iterations": iterations,
+            "cores": cores, "topology": topology(), "mpi": toolchain.mpi4py_library()[1],
+            "runs": runs,
+            "warning": (f"rank counts above {cores} are oversubscribed on this machine: their "
+                        f"timings are not comparable" if max(ranks) > cores else None)}
+
+
+def summary_pipecg(results: dict) -> str:
+    lines = [f"n = {results['n']} ({results['partition']}), {results['cores']} cores; "
+             f"microseconds per iteration",
+             f"{'P':>3} {'algorithm':>18} {'mode':>10} {'total':>9} {'SpMV':>8} {'halo':>8} "
+             f"{'reduce':>8} {'rest':>8} {'overlap':>8} {'red/it':>6}"]
+    for run in results["runs"]:
+        for v in run["variants"]:
+            us = {k: v[k] * 1e6 for k in ("seconds_per_iteration", "spmv_s", "halo_s",
+                                           "allreduce_s", "rest_s", "overlapped_s")}
+            lines.append(
+                f"{run['ranks']:>3} {v['algorithm']:>18} "
+                f"{'iallreduce' if v['iallreduce'] else 'blocking':>10} "
+                f"{us['seconds_per_iteration']:>9.1f} {us['spmv_s']:>8.1f} {us['halo_s']:>8.1f} "
+                f"{us['allreduce_s']:>8.1f} {us['rest_s']:>8.1f} {us['overlapped_s']:>8.1f} "
+                f"{v['reductions_per_iteration']:>6}"
+                + ("  (oversubscribed)" if run["oversubscribed"] else ""))
+        a = run["allreduce"]
+        lines.append(f"{run['ranks']:>3} Allreduce: 1 double {a['one_double_s'] * 1e6:.1f} us, "
+                     f"3 doubles {a['three_doubles_s'] * 1e6:.1f} us, three calls of 1 "
+                     f"{a['three_single_calls_s'] * 1e6:.1f} us "
+                     f"({run['three_single_vs_one_triple']:.2f}x the one call)")
+    if results["warning"]:
+        lines.append("warning: " + results["warning"])
+    return "\n".join(lines)
+
+
+def plot_pipecg(results: dict, path=None):
+    """One panel per rank count: stacked seconds per iteration of every variant (b = blocking,
+    i = MPI_Iallreduce); and the Allreduce latencies."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    runs = results["runs"]
+    fig, ax = plt.subplots(1, len(runs) + 1, figsize=(4.2 * (len(runs) + 1), 4.6),
+                           squeeze=False)
+    parts = (("spmv_s", "local SpMV"), ("halo_s", "halo"), ("allreduce_s", "reductions"),
+             ("rest_s", "vectors, M^-1, dots"))
+    for a, run in zip(ax[0], runs):
+        labels = [f"{v['algorithm'][:5]}{'-i' if v['iallreduce'] else ''}"
+                  for v in run["variants"]]
+        bottom = np.zeros(len(labels))
+        for key, label in parts:
+            height = np.array([max(v[key], 0.0) * 1e6 for v in run["variants"]])
+            a.bar(labels, height, bottom=bottom, label=label)
+            bottom += height
+        a.set_title(f"P = {run['ranks']}" + (" (oversubscribed)" if run["oversubscribed"]
+                                             else ""))
+        a.set_ylabel("microseconds per iteration")
+        a.tick_params(axis="x", rotation=60)
+    ax[0, 0].legend(fontsize=8)
+    a = ax[0, -1]
+    ranks = [r["ranks"] for r in runs]
+    for key, label in (("one_double_s", "1 double"), ("three_doubles_s", "3 doubles"),
+                       ("three_single_calls_s", "3 calls of 1")):
+        a.plot(ranks, [r["allreduce"][key] * 1e6 for r in runs], "o-", label=label)
+    a.set_xticks(ranks)
+    a.set_xlabel("ranks"), a.set_ylabel("microseconds"), a.set_title("MPI_Allreduce")
+    a.legend(fontsize=8)
+    fig.suptitle(f"bench pipecg: n = {results['n']} ({results['partition']}), "
+                 f"{results['cores']} cores", fontsize=12)
     fig.tight_layout()
     if path:
         fig.savefig(path, dpi=150)

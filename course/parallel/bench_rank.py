@@ -1,5 +1,6 @@
-"""The measurements of `python -m course bench halo` on one communicator, run by the benchmark
-under `mpiexec -n P python -m course.parallel.bench_rank ARGS`; rank 0 prints one JSON object.
+"""The measurements of `python -m course bench halo` and `bench pipecg` on one communicator, run
+by the benchmark under `mpiexec -n P python -m course.parallel.bench_rank [--suite pipecg] ARGS`;
+rank 0 prints one JSON object.
 
 Everything is timed on all ranks at once, after a barrier, as the best of `repeat` rounds; a
 round's time is the slowest rank's (what the next collective operation would wait for).
@@ -19,6 +20,7 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from .. import bench, native  # noqa: E402
+from ..solvers import ALGORITHMS  # noqa: E402
 from ..mesh import box_mesh  # noqa: E402
 from .explicit import heat_steps  # noqa: E402
 from .fem3d import Distributed, model_system  # noqa: E402
@@ -116,33 +118,51 @@ def size_exchange(local, repeat: int) -> dict:
     return out
 
 
-def cg_split(mesh, local, iterations: int, repeat: int) -> dict:
-    """Distributed PCG seconds per iteration and their split, averaged over the ranks: halo
-    exchanges, Allreduce (waits included) and the rest (local SpMV and vector updates); the
-    least memory traffic of one iteration on the largest rank."""
+def cg_split(mesh, local, iterations: int, repeat: int, algorithm: str = "pcg",
+             nonblocking: bool = False) -> dict:
+    """Distributed CG (the variant `algorithm`) seconds per iteration and their split, averaged
+    over the ranks: halo exchanges, reductions (the time blocked in them, waits included), the
+    local SpMV and the rest (vector updates, preconditioner, dot products); the time between
+    MPI_Iallreduce and MPI_Wait (overlapped); the least memory traffic of one PCG iteration on
+    the largest rank."""
     matrix, b, _ = model_system(mesh, local, lang="numba")
+
+    def seconds(system, max_iter):
+        """Total, halo, reductions, local SpMV, overlapped seconds of one solve (rank mean)."""
+        system.halo.seconds = system.reductions.seconds = system.product_seconds = 0.0
+        system.reductions.overlapped_seconds = 0.0
+        COMM.Barrier()
+        start = time.perf_counter()
+        result = system.solve(b, tol=1e-300, max_iter=max_iter, algorithm=algorithm)
+        reductions = system.reductions
+        parts = np.array([time.perf_counter() - start, system.halo.seconds, reductions.seconds,
+                          system.product_seconds, reductions.overlapped_seconds])
+        COMM.Allreduce(MPI.IN_PLACE, [parts, MPI.DOUBLE], op=MPI.SUM)
+        return parts / COMM.Get_size(), result
+
     best = None
     for _ in range(repeat):
         halo = Halo(local, COMM, "p2p")
-        system = Distributed(matrix, halo, COMM)
-        system.solve(b, tol=1e-300, max_iter=2)                  # compile and warm up
-        halo.seconds = system.allreduce_seconds = 0.0
-        COMM.Barrier()
-        start = time.perf_counter()
-        system.solve(b, tol=1e-300, max_iter=iterations)
-        parts = np.array([time.perf_counter() - start, halo.seconds, system.allreduce_seconds])
+        system = Distributed(matrix, halo, COMM, nonblocking=nonblocking)
+        seconds(system, 2)                                       # compile and warm up
+        # the set-up (initial residual, final true residual) is the solve with no iteration
+        set_up, _ = seconds(system, 0)
+        parts, result = seconds(system, iterations)
         halo.free()
-        COMM.Allreduce(MPI.IN_PLACE, [parts, MPI.DOUBLE], op=MPI.SUM)
-        parts /= COMM.Get_size()
+        parts = (parts - set_up) / iterations
         if best is None or parts[0] < best[0]:
             best = parts
-    per = best / (iterations + 1)                      # the solve does iterations + 1 products
+    per = best
     n_rows = COMM.allreduce(matrix.n_rows, op=MPI.MAX)
     nnz = COMM.allreduce(matrix.nnz, op=MPI.MAX)
     # SpMV (values, indices, x, y) + 3 dot products (2 vectors) + 3 updates (3 vectors) + z = D r
     traffic = bench.spmv_bytes(n_rows, nnz) + 8 * n_rows * (3 * 2 + 3 * 3 + 3)
-    return {"seconds_per_iteration": float(per[0]), "halo_s": float(per[1]),
-            "allreduce_s": float(per[2]), "compute_s": float(per[0] - per[1] - per[2]),
+    return {"algorithm": algorithm, "iallreduce": nonblocking,
+            "seconds_per_iteration": float(per[0]), "halo_s": float(per[1]),
+            "allreduce_s": float(per[2]), "spmv_s": float(per[3]),
+            "compute_s": float(per[0] - per[1] - per[2]),
+            "rest_s": float(per[0] - per[1] - per[2] - per[3]), "overlapped_s": float(per[4]),
+            "reductions_per_iteration": max(result.reductions_per_iteration, default=0),
             "bytes_per_iteration_max_rank": int(traffic)}
 
 
@@ -207,8 +227,19 @@ def measure(n: int, cg_n: int, partition: str, repeat: int, iterations: int, ste
     return out
 
 
+def measure_pipecg(cg_n: int, partition: str, repeat: int, iterations: int) -> dict:
+    """The four CG variants, blocking and with MPI_Iallreduce, on the cg_n^3 mesh; Allreduce
+    latencies (1 double, 3 doubles, three calls of 1)."""
+    mesh, _, local = partitioned(cg_n, partition)
+    variants = [cg_split(mesh, local, iterations, repeat, algorithm, nonblocking)
+                for algorithm in ALGORITHMS for nonblocking in (False, True)]
+    return {"ranks": COMM.Get_size(), "cg_n": cg_n, "partition": partition,
+            "allreduce": allreduce_latency(repeat), "variants": variants}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m course.parallel.bench_rank")
+    p.add_argument("--suite", choices=("halo", "pipecg"), default="halo")
     p.add_argument("--n", type=int, default=24)
     p.add_argument("--cg-n", type=int, default=48)
     p.add_argument("--partition", default="metis")
@@ -216,7 +247,11 @@ def main(argv=None) -> int:
     p.add_argument("--iterations", type=int, default=30)
     p.add_argument("--steps", type=int, default=12)
     args = p.parse_args(argv)
-    result = measure(args.n, args.cg_n, args.partition, args.repeat, args.iterations, args.steps)
+    if args.suite == "pipecg":
+        result = measure_pipecg(args.cg_n, args.partition, args.repeat, args.iterations)
+    else:
+        result = measure(args.n, args.cg_n, args.partition, args.repeat, args.iterations,
+                         args.steps)
     if COMM.Get_rank() == 0:
         sys.stdout.write(json.dumps(result) + "\n")
         sys.stdout.flush()

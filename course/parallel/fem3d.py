@@ -2,10 +2,10 @@
 
 Every rank assembles the overlapping elements of its local data with the serial kernels of
 course.fem, keeps the rows of its internal nodes (complete there, equal to the serial rows) and
-solves with course.solvers.cg, the same code path as the serial solver, plugged with
+solves with course.solvers.krylov, the same code path as the serial solver, plugged with
 
     SpMV  = halo exchange of p + local CRS product (internal rows x internal and external columns)
-    dot   = local dot product + MPI_Allreduce
+    dot   = local dot product + MPI_Allreduce (or MPI_Iallreduce: lecture 06_pipecg)
     M^-1  = Jacobi (the diagonal of the internal rows: no communication).
 """
 
@@ -24,6 +24,7 @@ from ..sparse import CRS, matvec_numba, matvec_numpy
 from .halo import Halo, check_style
 from .local import LocalData, local_data
 from .partition import default_blocks, make_partition, quality
+from .reductions import MPIReductions
 
 
 @dataclass
@@ -120,18 +121,19 @@ def model_system(mesh: BoxMesh, local: LocalData, cond=1.0, qvol=1.0, qflux=0.0,
 
 
 class Distributed:
-    """The pluggable pieces of course.solvers.cg for one rank: matvec (halo exchange + local
-    product), dot (local dot + Allreduce) and the Jacobi preconditioner; times the halo exchanges
-    and the reductions."""
+    """The pluggable pieces of course.solvers.krylov for one rank: matvec (halo exchange + local
+    product), the global sums (MPI_Allreduce, or MPI_Iallreduce when nonblocking) and the Jacobi
+    preconditioner. halo.seconds and reductions.seconds time the communication, product_seconds
+    the local products."""
 
     def __init__(self, matrix: LocalMatrix, halo: Halo, comm=MPI.COMM_WORLD,
-                 kernel: str = "numba"):
+                 kernel: str = "numba", nonblocking: bool = False):
         self.matrix, self.halo, self.comm = matrix, halo, comm
         self.work = np.zeros(matrix.n_cols)            # p on internal + external nodes
         self.product = matvec_numpy if kernel == "numpy" else matvec_numba
         self.dinv = 1.0 / matrix.diagonal()
-        self._sum = np.empty(1)
-        self.allreduce_seconds, self.allreduces = 0.0, 0
+        self.reductions = MPIReductions(comm, nonblocking)
+        self.product_seconds = 0.0                     # in the local CRS products
 
     # [distributed_matvec]
     def matvec(self, p: np.ndarray) -> np.ndarray:
@@ -139,25 +141,23 @@ class Distributed:
         self.work[:n] = p
         self.halo.update(self.work)                    # external entries from their owners
         m = self.matrix
-        return self.product(m.row_ptr, m.col_idx, m.val, self.work)
-    # [distributed_matvec]
-
-    # [distributed_dot]
-    def dot(self, a: np.ndarray, b: np.ndarray) -> float:
-        self._sum[0] = np.dot(a, b)                    # this rank's share
         start = time.perf_counter()
-        self.comm.Allreduce(MPI.IN_PLACE, [self._sum, MPI.DOUBLE], op=MPI.SUM)
-        self.allreduce_seconds += time.perf_counter() - start
-        self.allreduces += 1
-        return float(self._sum[0])
-    # [distributed_dot]
+        q = self.product(m.row_ptr, m.col_idx, m.val, self.work)
+        self.product_seconds += time.perf_counter() - start
+        return q
+    # [distributed_matvec]
 
     def precond(self, r: np.ndarray) -> np.ndarray:
         return self.dinv * r
 
-    def solve(self, b: np.ndarray, tol: float = 1e-8, max_iter: int | None = None):
-        return solvers.cg(self.matvec, b, precond=self.precond, dot=self.dot, tol=tol,
-                          max_iter=max_iter)
+    def solve(self, b: np.ndarray, tol: float = 1e-8, max_iter: int | None = None,
+              algorithm: str = "pcg", replace_every: int = 0,
+              monitor_true_residual: bool = False):
+        """The CG variant `algorithm` of course.solvers.krylov on this rank's rows; a dot product
+        there is the local np.dot of the internal entries, summed by self.reductions."""
+        return solvers.krylov(self.matvec, b, self.precond, self.reductions, algorithm,
+                              tol=tol, max_iter=max_iter, replace_every=replace_every,
+                              monitor_true_residual=monitor_true_residual)
 
 
 def gather_vector(comm, local: LocalData, values: np.ndarray, n_node: int, root: int = 0):
@@ -199,7 +199,8 @@ def agree(comm, step):
 def fem3d_parallel(nx=8, ny=8, nz=8, partition="blocks", dims=None, exchange="p2p",
                    lang="numpy", dx=None, dy=None, dz=None, cond=1.0, qvol=1.0, qflux=0.0,
                    fixed_face="zmax", tol=1e-8, comm=MPI.COMM_WORLD,
-                   keep_solution=False) -> dict:
+                   keep_solution=False, algorithm="pcg", iallreduce=False,
+                   replace_every=0) -> dict:
     """Solve the model problem of problems.fem3d on the ranks of `comm`; returns the same summary
     on every rank (the common fields of `course solve` plus the partition and halo figures; with
     keep_solution, "T" the global solution on rank 0 and "mesh")."""
@@ -208,6 +209,7 @@ def fem3d_parallel(nx=8, ny=8, nz=8, partition="blocks", dims=None, exchange="p2
     def setup():
         check_lang(lang)
         check_style(exchange)
+        solvers.check_algorithm(algorithm)
         tol_ = native.check_real(tol, "tol", positive=True)
         box = box_mesh(nx, ny, nz, dx, dy, dz)
         blocks = None
@@ -223,16 +225,20 @@ def fem3d_parallel(nx=8, ny=8, nz=8, partition="blocks", dims=None, exchange="p2
     matrix, b, t_exact = agree(comm, lambda: model_system(box, local, cond, qvol, qflux,
                                                           fixed_face, lang))
     halo = Halo(local, comm, exchange)
-    system = Distributed(matrix, halo, comm, kernel="numpy" if lang == "numpy" else "numba")
+    system = Distributed(matrix, halo, comm, kernel="numpy" if lang == "numpy" else "numba",
+                         nonblocking=iallreduce)
     t1 = time.perf_counter()
     n_total = comm.allreduce(local.n_internal)
-    result = system.solve(b, tol=tol, max_iter=10 * n_total)
+    result = agree(comm, lambda: system.solve(b, tol=tol, max_iter=10 * n_total,
+                                              algorithm=algorithm, replace_every=replace_every))
     t2 = time.perf_counter()
     halo.free()
 
     error = np.array([np.max(np.abs(result.x - t_exact), initial=0.0)])
     comm.Allreduce(MPI.IN_PLACE, [error, MPI.DOUBLE], op=MPI.MAX)
-    timings = np.array([t1 - t0, t2 - t1, t2 - t0, halo.seconds, system.allreduce_seconds])
+    reductions = system.reductions
+    timings = np.array([t1 - t0, t2 - t1, t2 - t0, halo.seconds, reductions.seconds,
+                        reductions.overlapped_seconds])
     comm.Allreduce(MPI.IN_PLACE, [timings, MPI.DOUBLE], op=MPI.MAX)
     figures = quality(box, owner)
     out = {
@@ -241,7 +247,7 @@ def fem3d_parallel(nx=8, ny=8, nz=8, partition="blocks", dims=None, exchange="p2
         "converged": bool(result.converged), "relative_residual": result.relative_residual,
         "threads": problems.threads_for(lang),
         "seconds": {"assemble": timings[0], "solve": timings[1], "total": timings[2],
-                    "halo": timings[3], "allreduce": timings[4]},
+                    "halo": timings[3], "allreduce": timings[4], "overlapped": timings[5]},
         "error_max": float(error[0]),
         "ranks": comm.Get_size(), "partition": partition, "exchange": exchange,
         "blocks": list(blocks) if blocks is not None else None,
@@ -249,7 +255,11 @@ def fem3d_parallel(nx=8, ny=8, nz=8, partition="blocks", dims=None, exchange="p2
         "neighbours_max": int(figures.neighbours.max()),
         "halo_nodes_total": int(figures.halo.sum()),
         "halo_bytes_per_exchange": comm.allreduce(halo.bytes_sent),
-        "halo_exchanges": halo.exchanges, "allreduces": system.allreduces,
+        "halo_exchanges": halo.exchanges, "allreduces": reductions.count,
+        "algorithm": algorithm, "iallreduce": bool(iallreduce),
+        "reductions_per_iteration": max(result.reductions_per_iteration, default=0),
+        "residual_replacement": replace_every,
+        "true_relative_residual": result.true_relative_residual,
         "nx": box.nx, "ny": box.ny, "nz": box.nz, "dx": box.dx, "dy": box.dy, "dz": box.dz,
         "cond": cond, "qvol": qvol, "qflux": qflux, "fixed_face": fixed_face, "tol": tol,
     }

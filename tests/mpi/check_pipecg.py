@@ -1,0 +1,57 @@
+"""Run under `mpiexec -n P python -m mpi4py tests/mpi/check_pipecg.py NX NY NZ PARTITION`
+(tests/test_pipecg.py): on every rank, each CG variant of course.solvers.krylov with blocking
+(MPI_Allreduce) and non-blocking (MPI_Iallreduce) reductions solves the model problem of 02_fem3d;
+rank 0 checks it against the serial solve, the iterations against PCG's, the reductions counted
+per iteration against what the variant promises, and blocking against non-blocking. An assertion
+on any rank aborts the whole job (python -m mpi4py). Prints one line per variant from rank 0."""
+
+import os
+import sys
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")     # flat MPI: one thread per rank
+
+import numpy as np  # noqa: E402
+from mpi4py import MPI  # noqa: E402
+
+from course import problems  # noqa: E402
+from course.parallel.fem3d import fem3d_parallel  # noqa: E402
+from course.solvers import ALGORITHMS  # noqa: E402
+
+PROMISED = {"pcg": 2, "chronopoulos-gear": 1, "gropp": 2, "pipelined": 1}
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+nx, ny, nz = (int(v) for v in sys.argv[1:4])
+method = sys.argv[4]
+model = dict(qflux=0.5, fixed_face="xmin", tol=1e-10)
+
+serial = problems.fem3d(nx, ny, nz, lang="numpy", keep_solution=True, warm_up=False, **model) \
+    if rank == 0 else None
+pcg_iterations = None
+for algorithm in ALGORITHMS:
+    runs = [fem3d_parallel(nx, ny, nz, partition=method, lang="numpy", keep_solution=True,
+                           algorithm=algorithm, iallreduce=nonblocking, **model)
+            for nonblocking in (False, True)]
+    if rank != 0:
+        continue
+    blocking, nonblocking = runs
+    for run in runs:
+        difference = np.max(np.abs(run["T"] - serial["T"])) / np.max(np.abs(serial["T"]))
+        assert run["converged"] and difference <= 1e-8, (algorithm, difference)
+        assert run["reductions_per_iteration"] == PROMISED[algorithm], (algorithm, run)
+        assert run["true_relative_residual"] <= 1e-9, (algorithm, run["true_relative_residual"])
+        assert run["algorithm"] == algorithm
+    if algorithm == "pcg":
+        pcg_iterations = blocking["iterations"]
+        assert abs(pcg_iterations - serial["iterations"]) <= 1, (pcg_iterations, serial)
+    assert abs(blocking["iterations"] - pcg_iterations) <= 3, (algorithm, blocking, pcg_iterations)
+    # the same iterates whether the sums are blocking or not (a sum of two numbers does not
+    # depend on the order; with more ranks the two collectives may add in different orders)
+    assert blocking["iterations"] == nonblocking["iterations"], algorithm
+    same = np.max(np.abs(blocking["T"] - nonblocking["T"])) / np.max(np.abs(blocking["T"]))
+    assert same == 0.0 if size <= 2 else same <= 1e-12, (algorithm, same)
+    assert blocking["seconds"]["overlapped"] == 0.0
+    if algorithm in ("gropp", "pipelined"):                # work between Iallreduce and Wait
+        assert nonblocking["seconds"]["overlapped"] > 0.0, nonblocking["seconds"]
+    sys.stdout.write(f"{algorithm} ok: {blocking['iterations']} iterations "
+                     f"({blocking['reductions_per_iteration']} reductions each)\n")
+    sys.stdout.flush()
