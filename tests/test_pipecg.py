@@ -149,7 +149,8 @@ def test_variants_under_mpiexec(ranks, method):
                  timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert [line.split(":")[0] for line in lines] == [f"{a} ok" for a in solvers.ALGORITHMS]
+    assert [line.split(":")[0] for line in lines] == \
+        [f"{a} ok" for a in solvers.ALGORITHMS] + ["progress ok"]
 
 
 @needs_mpi
@@ -203,7 +204,8 @@ def test_bench_pipecg_smoke(tmp_path):
     for run_ in data["runs"]:
         assert run_["oversubscribed"] == (run_["ranks"] > data["cores"])
         assert [(v["algorithm"], v["iallreduce"]) for v in run_["variants"]] == \
-            [(a, i) for a in solvers.ALGORITHMS for i in (False, True)]
+            [(a, i) for a in solvers.ALGORITHMS for i in (False, True)] + [("pipelined", True)]
+        assert [v["progress_chunks"] for v in run_["variants"]] == [1] * 8 + [8]
         for v in run_["variants"]:
             assert v["reductions_per_iteration"] == PROMISED[v["algorithm"]]
             assert v["seconds_per_iteration"] > 0 and v["spmv_s"] > 0

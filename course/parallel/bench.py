@@ -218,8 +218,9 @@ def plot_halo(results: dict, path=None):
 def bench_pipecg(sizes=(32,), ranks=None, repeat: int = 5, partition: str = "metis",
                  iterations: int = 30, progress: bool = True) -> dict:
     """For every rank count (default 1 .. max(cores, 4)): the four CG variants on the n^3 mesh,
-    blocking and with MPI_Iallreduce, seconds per iteration split into SpMV, halo, reductions
-    (blocked) and the rest; Allreduce of 1 double, 3 doubles and three calls of 1 (seed 002)."""
+    blocking and with MPI_Iallreduce (pipelined also with MPI_Test calls in its SpMV), seconds per
+    iteration split into SpMV, halo, reductions (blocked) and the rest; Allreduce of 1 double,
+    3 doubles and three calls of 1 (seed 002)."""
     (n,) = sizes if len(sizes) == 1 else (None,)
     if n is None:
         raise ValueError("bench pipecg takes one size (the n of the n^3 mesh)")
@@ -242,6 +243,13 @@ def bench_pipecg(sizes=(32,), ranks=None, repeat: int = 5, partition: str = "met
                         f"timings are not comparable" if max(ranks) > cores else None)}
 
 
+def mode(variant: dict) -> str:
+    """blocking, iallreduce, or iallreduce with MPI_Test calls inside the SpMV (+test)."""
+    if not variant["iallreduce"]:
+        return "blocking"
+    return "iallreduce" + ("+test" if variant.get("progress_chunks", 1) > 1 else "")
+
+
 def summary_pipecg(results: dict) -> str:
     lines = [f"n = {results['n']} ({results['partition']}), {results['cores']} cores; "
              f"microseconds per iteration",
@@ -253,7 +261,7 @@ def summary_pipecg(results: dict) -> str:
                                            "allreduce_s", "rest_s", "overlapped_s")}
             lines.append(
                 f"{run['ranks']:>3} {v['algorithm']:>18} "
-                f"{'iallreduce' if v['iallreduce'] else 'blocking':>10} "
+                f"{mode(v):>10} "
                 f"{us['seconds_per_iteration']:>9.1f} {us['spmv_s']:>8.1f} {us['halo_s']:>8.1f} "
                 f"{us['allreduce_s']:>8.1f} {us['rest_s']:>8.1f} {us['overlapped_s']:>8.1f} "
                 f"{v['reductions_per_iteration']:>6}"
@@ -269,8 +277,8 @@ def summary_pipecg(results: dict) -> str:
 
 
 def plot_pipecg(results: dict, path=None):
-    """One panel per rank count: stacked seconds per iteration of every variant (b = blocking,
-    i = MPI_Iallreduce); and the Allreduce latencies."""
+    """One panel per rank count: stacked seconds per iteration of every variant (-i:
+    MPI_Iallreduce, +t: with MPI_Test calls in the SpMV); and the Allreduce latencies."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -281,7 +289,7 @@ def plot_pipecg(results: dict, path=None):
              ("rest_s", "vectors, M^-1, dots"))
     for a, run in zip(ax[0], runs):
         labels = [f"{v['algorithm'][:5]}{'-i' if v['iallreduce'] else ''}"
-                  for v in run["variants"]]
+                  f"{'+t' if v.get('progress_chunks', 1) > 1 else ''}" for v in run["variants"]]
         bottom = np.zeros(len(labels))
         for key, label in parts:
             height = np.array([max(v[key], 0.0) * 1e6 for v in run["variants"]])

@@ -119,12 +119,12 @@ def size_exchange(local, repeat: int) -> dict:
 
 
 def cg_split(mesh, local, iterations: int, repeat: int, algorithm: str = "pcg",
-             nonblocking: bool = False) -> dict:
+             nonblocking: bool = False, progress_chunks: int = 1) -> dict:
     """Distributed CG (the variant `algorithm`) seconds per iteration and their split, averaged
     over the ranks: halo exchanges, reductions (the time blocked in them, waits included), the
     local SpMV and the rest (vector updates, preconditioner, dot products); the time between
     MPI_Iallreduce and MPI_Wait (overlapped); the least memory traffic of one PCG iteration on
-    the largest rank."""
+    the largest rank. progress_chunks > 1: the SpMV in that many chunks with MPI_Test between."""
     matrix, b, _ = model_system(mesh, local, lang="numba")
 
     def seconds(system, max_iter):
@@ -143,7 +143,8 @@ def cg_split(mesh, local, iterations: int, repeat: int, algorithm: str = "pcg",
     best = None
     for _ in range(repeat):
         halo = Halo(local, COMM, "p2p")
-        system = Distributed(matrix, halo, COMM, nonblocking=nonblocking)
+        system = Distributed(matrix, halo, COMM, nonblocking=nonblocking,
+                             progress_chunks=progress_chunks)
         seconds(system, 2)                                       # compile and warm up
         # the set-up (initial residual, final true residual) is the solve with no iteration
         set_up, _ = seconds(system, 0)
@@ -157,7 +158,7 @@ def cg_split(mesh, local, iterations: int, repeat: int, algorithm: str = "pcg",
     nnz = COMM.allreduce(matrix.nnz, op=MPI.MAX)
     # SpMV (values, indices, x, y) + 3 dot products (2 vectors) + 3 updates (3 vectors) + z = D r
     traffic = bench.spmv_bytes(n_rows, nnz) + 8 * n_rows * (3 * 2 + 3 * 3 + 3)
-    return {"algorithm": algorithm, "iallreduce": nonblocking,
+    return {"algorithm": algorithm, "iallreduce": nonblocking, "progress_chunks": progress_chunks,
             "seconds_per_iteration": float(per[0]), "halo_s": float(per[1]),
             "allreduce_s": float(per[2]), "spmv_s": float(per[3]),
             "compute_s": float(per[0] - per[1] - per[2]),
@@ -227,12 +228,18 @@ def measure(n: int, cg_n: int, partition: str, repeat: int, iterations: int, ste
     return out
 
 
+PROGRESS_CHUNKS = 8
+
+
 def measure_pipecg(cg_n: int, partition: str, repeat: int, iterations: int) -> dict:
-    """The four CG variants, blocking and with MPI_Iallreduce, on the cg_n^3 mesh; Allreduce
-    latencies (1 double, 3 doubles, three calls of 1)."""
+    """The four CG variants, blocking and with MPI_Iallreduce, on the cg_n^3 mesh, and pipelined
+    with MPI_Test calls in its SpMV; Allreduce latencies (1 double, 3 doubles, three calls of 1)."""
     mesh, _, local = partitioned(cg_n, partition)
     variants = [cg_split(mesh, local, iterations, repeat, algorithm, nonblocking)
                 for algorithm in ALGORITHMS for nonblocking in (False, True)]
+    # progress: the same pipelined CG with MPI_Test calls inside its SpMV
+    variants.append(cg_split(mesh, local, iterations, repeat, "pipelined", True,
+                             PROGRESS_CHUNKS))
     return {"ranks": COMM.Get_size(), "cg_n": cg_n, "partition": partition,
             "allreduce": allreduce_latency(repeat), "variants": variants}
 

@@ -127,8 +127,11 @@ class Distributed:
     the local products."""
 
     def __init__(self, matrix: LocalMatrix, halo: Halo, comm=MPI.COMM_WORLD,
-                 kernel: str = "numba", nonblocking: bool = False):
+                 kernel: str = "numba", nonblocking: bool = False, progress_chunks: int = 1):
         self.matrix, self.halo, self.comm = matrix, halo, comm
+        # the local product in this many chunks of rows, with an MPI_Test on the reductions in
+        # flight between two chunks (1: one piece, no test)
+        self.chunks = np.linspace(0, matrix.n_rows, max(int(progress_chunks), 1) + 1).astype(int)
         self.work = np.zeros(matrix.n_cols)            # p on internal + external nodes
         self.product = matvec_numpy if kernel == "numpy" else matvec_numba
         self.dinv = 1.0 / matrix.diagonal()
@@ -140,12 +143,26 @@ class Distributed:
         n = self.matrix.n_rows
         self.work[:n] = p
         self.halo.update(self.work)                    # external entries from their owners
-        m = self.matrix
         start = time.perf_counter()
-        q = self.product(m.row_ptr, m.col_idx, m.val, self.work)
+        q = self._product(self.work)
         self.product_seconds += time.perf_counter() - start
         return q
     # [distributed_matvec]
+
+    # [progress_in_spmv]
+    def _product(self, x: np.ndarray) -> np.ndarray:
+        m = self.matrix
+        if self.chunks.size == 2:
+            return self.product(m.row_ptr, m.col_idx, m.val, x)
+        q = np.empty(m.n_rows)
+        for first, end in zip(self.chunks[:-1], self.chunks[1:]):
+            if first > 0:
+                self.reductions.progress()             # MPI_Test: the library gets a turn
+            lo, hi = m.row_ptr[first], m.row_ptr[end]  # rows first .. end-1 as a CRS of their own
+            q[first:end] = self.product(m.row_ptr[first:end + 1] - lo, m.col_idx[lo:hi],
+                                        m.val[lo:hi], x)
+        return q
+    # [progress_in_spmv]
 
     def precond(self, r: np.ndarray) -> np.ndarray:
         return self.dinv * r

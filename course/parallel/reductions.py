@@ -11,6 +11,11 @@ returns a pending reduction whose wait() gives the global sums.
 Times: `seconds` is the time spent blocked in reductions (in MPI_Allreduce, or in MPI_Iallreduce
 plus MPI_Wait), `overlapped_seconds` the time between MPI_Iallreduce and MPI_Wait (work that the
 reduction could hide behind). `count` counts the reductions started.
+
+Progress: MPI moves a non-blocking reduction forward only while the process is inside an MPI call
+(unless the library has a progress thread). progress() makes such a call (MPI_Test on every
+reduction in flight); course.parallel.fem3d.Distributed calls it between chunks of its SpMV when
+asked to, so the reduction can advance while the product runs.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class _Pending:
             self.owner.overlapped_seconds += start - self.started
             self.request.Wait()
             self.owner.seconds += time.perf_counter() - start
+            self.owner.in_flight.remove(self)
             self.request = None
         return self.sums
 
@@ -42,6 +48,14 @@ class MPIReductions:
         self.count = 0
         self.seconds = 0.0
         self.overlapped_seconds = 0.0
+        self.in_flight: list[_Pending] = []
+        self.tests = 0
+
+    def progress(self) -> None:
+        """One MPI_Test on each reduction in flight: lets the library move them forward."""
+        for pending in self.in_flight:
+            pending.request.Test()
+            self.tests += 1
 
     def start(self, *local_sums: float) -> _Pending:
         sums = np.array(local_sums, dtype=float)     # its own buffer: alive until wait()
@@ -53,4 +67,7 @@ class MPIReductions:
             self.comm.Allreduce(MPI.IN_PLACE, [sums, MPI.DOUBLE], op=MPI.SUM)
             request = None
         self.seconds += time.perf_counter() - start
-        return _Pending(self, sums, request)
+        pending = _Pending(self, sums, request)
+        if request is not None:
+            self.in_flight.append(pending)
+        return pending

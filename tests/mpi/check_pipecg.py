@@ -2,7 +2,8 @@
 (tests/test_pipecg.py): on every rank, each CG variant of course.solvers.krylov with blocking
 (MPI_Allreduce) and non-blocking (MPI_Iallreduce) reductions solves the model problem of 02_fem3d;
 rank 0 checks it against the serial solve, the iterations against PCG's, the reductions counted
-per iteration against what the variant promises, and blocking against non-blocking. An assertion
+per iteration against what the variant promises, and blocking against non-blocking; then MPI_Test
+calls inside the SpMV (progress) must leave the pipelined iterates bitwise unchanged. An assertion
 on any rank aborts the whole job (python -m mpi4py). Prints one line per variant from rank 0."""
 
 import os
@@ -14,7 +15,11 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from course import problems  # noqa: E402
-from course.parallel.fem3d import fem3d_parallel  # noqa: E402
+from course.mesh import box_mesh  # noqa: E402
+from course.parallel.fem3d import Distributed, fem3d_parallel, model_system  # noqa: E402
+from course.parallel.halo import Halo  # noqa: E402
+from course.parallel.local import local_data  # noqa: E402
+from course.parallel.partition import make_partition  # noqa: E402
 from course.solvers import ALGORITHMS  # noqa: E402
 
 PROMISED = {"pcg": 2, "chronopoulos-gear": 1, "gropp": 2, "pipelined": 1}
@@ -55,3 +60,22 @@ for algorithm in ALGORITHMS:
     sys.stdout.write(f"{algorithm} ok: {blocking['iterations']} iterations "
                      f"({blocking['reductions_per_iteration']} reductions each)\n")
     sys.stdout.flush()
+
+# MPI_Test calls between chunks of the SpMV (progress) change nothing in the numbers
+
+mesh = box_mesh(nx, ny, nz)
+owner = comm.bcast(make_partition(mesh, method, size) if rank == 0 else None)
+local = local_data(mesh, owner, rank)
+matrix, b, _ = model_system(mesh, local, qflux=0.5, fixed_face="xmin")
+runs = []
+for chunks in (1, 4):
+    halo = Halo(local, comm)
+    system = Distributed(matrix, halo, comm, kernel="numpy", nonblocking=True,
+                         progress_chunks=chunks)
+    runs.append((system.solve(b, tol=1e-10, algorithm="pipelined"), system.reductions.tests))
+    halo.free()
+(plain, no_tests), (chunked, tests) = runs
+assert no_tests == 0 and tests >= 3 * chunked.iterations, (no_tests, tests)
+assert plain.iterations == chunked.iterations and np.array_equal(plain.x, chunked.x), rank
+if rank == 0:
+    sys.stdout.write(f"progress ok: {tests} MPI_Test calls\n")
