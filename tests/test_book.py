@@ -56,6 +56,16 @@ def test_intro_prints_the_toolchain(book):
         "the book was built with part of the toolchain missing"
 
 
+def test_references_page_and_citations(book):
+    """The bibliography is a page of the book, and the lectures' citations link to it."""
+    refs = (book / "book" / "references.html").read_text()
+    assert "Nakajima, Kasai, and Sakaguchi" in refs and "HPCAsia 2022 Workshop" in refs
+    page = (book / "notebooks" / "04_openmp_a_first_touch.html").read_text()
+    assert re.search(r'href="[^"]*references\.html#[^"]+"', page), "04a cites nothing"
+    for html in book.rglob("*.html"):
+        assert "REFERENCES.md" not in html.read_text(), f"{html.relative_to(book)}"
+
+
 def test_tables_printed_by_notebooks_are_rendered(book):
     """Markdown that a cell prints (a results table) is rendered, not shown as raw pipes."""
     for page in book.rglob("*.html"):

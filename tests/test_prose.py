@@ -1,0 +1,193 @@
+"""The prose of the book never hard-codes a measured figure.
+
+The book executes every lecture on whatever machine builds it, so a number in the text that a
+run measures goes stale (design §5). Numbers followed by the unit of a measured quantity (GB/s,
+ms, s, %, x speedups, iterations, bytes, MB, ...) may appear in the markdown cells of the lecture
+notebooks and in book/*.md only
+
+- inside a myst-nb glue role (`{glue:text}`key``: inserted from the run),
+- in a sentence with a citation (`{cite:p}`key``: a figure from a source on the References page),
+- or as a definitional constant of the allow-list below (8 bytes per double, ...).
+
+Also: every glue key that a page pastes is glued by a code cell of the same notebook, and the
+intro's list of lectures agrees with the table of contents. Fast: reads files, runs nothing."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+NUMBER = r"\d[\d,]*(?:\.\d+)?"
+RANGE = rf"{NUMBER}(?:\s*(?:to|–|—|-)\s*{NUMBER})?"
+UNITS = (r"GB/s|MB/s|GiB/s|MiB/s|GFLOP/s|Gflop/s|GFLOPS|TFLOP/s|TFLOPS|ms|µs|us|ns|s|sec|seconds?"
+         r"|%|x|×|iterations?|bytes?|B|kB|KiB|MB|MiB|GB|GiB|slots|flops? per byte|bytes? per flop")
+FIGURE = re.compile(rf"(?<![\w.^_{{/-])({RANGE})\s*({UNITS})(?![\w/])")
+
+# Definitional constants: sizes of the data types and STREAM's byte counts, not measurements;
+# and worked examples of a definition, allowed in the sentence that contains them.
+ALLOWED = {"4 bytes", "8 bytes", "12 bytes", "16 bytes", "24 bytes", "32 bytes", "100 %"}
+ALLOWED_CONTEXTS = ["1.05 means about 5% of the machine waits"]
+
+
+def prose(markdown: str) -> str:
+    """The text a reader sees as sentences: no code, math, link targets, comments; glue roles
+    become GLUE, citation roles CITE, other roles vanish."""
+    text = re.sub(r"```.*?```", " ", markdown, flags=re.S)              # code blocks
+    text = re.sub(r"<!--.*?-->", " ", text, flags=re.S)
+    text = re.sub(r"\{glue(?::\w+)?\}`[^`]*`", " GLUE ", text)
+    text = re.sub(r"\{cite(?::\w+)?\}`[^`]*`", " CITE ", text)
+    text = re.sub(r"\{[\w:-]+\}`[^`]*`", " ", text)                      # other roles
+    text = re.sub(r"`[^`]*`", " CODE ", text)
+    text = re.sub(r"\$\$.*?\$\$", " MATH ", text, flags=re.S)
+    text = re.sub(r"\$[^$]*\$", " MATH ", text)
+    text = re.sub(r"\]\([^)]*\)", "]", text)                             # link targets
+    return text
+
+
+def sentences(text: str) -> list[str]:
+    """Paragraphs and list items, cut after . ! ? before the next capital (or end)."""
+    blocks = re.split(r"\n\s*\n|\n\s*(?:[-*]|\d+\.)\s+|\n\s*\|", text)
+    found = []
+    for block in blocks:
+        found += re.split(r"(?<=[.!?])\s+(?=[A-Z(*])", " ".join(block.split()))
+    return [s for s in found if s.strip()]
+
+
+def measured_figures(markdown: str) -> list[str]:
+    """Every number-with-unit of a sentence that neither glues nor cites it."""
+    hits = []
+    for sentence in sentences(prose(markdown)):
+        if "CITE" in sentence:
+            continue
+        for match in FIGURE.finditer(sentence):
+            figure = f"{match.group(1)} {match.group(2)}"
+            if figure not in ALLOWED and not any(c in sentence for c in ALLOWED_CONTEXTS):
+                hits.append(f"{figure!r} in: {sentence[:160]}")
+    return hits
+
+
+def pages() -> dict[str, str]:
+    found = {}
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        found[path.name] = "\n\n".join("".join(c["source"]) for c in cells
+                                       if c["cell_type"] == "markdown")
+    for path in sorted((ROOT / "book").glob("*.md")):
+        found[f"book/{path.name}"] = path.read_text()
+    return found
+
+
+# -- the checker on sentences the book once printed (issue 10), and on their fixed forms -------
+
+OLD_SENTENCES = [
+    "The ELL array is 72 slots long for 48 real entries: on this tiny box, a third is padding.",
+    "One SpMV moves about 12 bytes per stored entry plus 28 to 32 bytes per row.",
+    "The SpMV almost only reads (it writes $y$ once against about 20 bytes read per row).",
+    "`N = 96` (an 85 MB matrix) is meant to be beyond the caches of a laptop.",
+    "all three products sit at the same arithmetic intensity, about 0.14 flop per byte.",
+    "STREAM at 2 threads is 28.2 GB/s, and CG speeds up 1.87x.",
+    "CG: 118 iterations on 24 layers.",
+    "the seed course measured its v3 5% faster than v2 in Fortran.",
+]
+FIXED_SENTENCES = [
+    "The ELL array has {glue:text}`small_ell_slots` slots for {glue:text}`small_real_entries` "
+    "real entries: {glue:text}`small_ell_padding:.0%` of it is padding.",
+    "One SpMV moves about 12 bytes per stored entry plus {glue:text}`row_bytes_min` to "
+    "{glue:text}`row_bytes_max` bytes per row.",
+    "the seed course measured its v3 5% faster than v2 in Fortran {cite:p}`nakajima2022openmp`.",
+    "The triad counts 24 bytes per element, and $2 / 12 = 0.17$ flop per byte.",
+    "A $2 \\times 2$ rule, `BENCH_SIZE = 32`, the 2x2x2 Gauss points, lecture `04_openmp`.",
+]
+
+
+@pytest.mark.parametrize("sentence", OLD_SENTENCES)
+def test_the_checker_flags_a_hard_coded_figure(sentence):
+    assert measured_figures(sentence), f"not flagged: {sentence}"
+
+
+@pytest.mark.parametrize("sentence", FIXED_SENTENCES)
+def test_the_checker_passes_glued_cited_and_definitional_figures(sentence):
+    assert measured_figures(sentence) == []
+
+
+@pytest.mark.parametrize("name", sorted(pages()))
+def test_no_measured_figure_is_hard_coded(name):
+    hits = measured_figures(pages()[name])
+    assert not hits, (f"{name}: figures in the prose that the run should insert (myst-nb glue), "
+                      "a citation should source, or that belong on the allow-list:\n"
+                      + "\n".join(hits))
+
+
+# -- glue keys: pasted on a page only if the notebook glues them ---------------------------------
+
+def _glued_patterns(code: str) -> list[re.Pattern]:
+    patterns = []
+    for prefix, key in re.findall(r"\bglue\(\s*(f?)[\"']([^\"']+)[\"']", code):
+        if prefix:                                   # f"fem1d_p_{key}": any text for {...}
+            key = re.sub(r"\\\{[^}]*\\\}", ".+", re.escape(key))
+            patterns.append(re.compile(key + "$"))
+        else:
+            patterns.append(re.compile(re.escape(key) + "$"))
+    return patterns
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_every_pasted_glue_key_is_glued(path):
+    cells = json.loads(path.read_text())["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    used = {m.split(":")[0] for m in re.findall(r"\{glue(?::\w+)?\}`([^`]*)`", text)}
+    patterns = _glued_patterns(code)
+    missing = [key for key in used if not any(p.match(key) for p in patterns)]
+    assert not missing, f"{path.name} pastes glue keys no code cell glues: {sorted(missing)}"
+
+
+# -- the intro's list of lectures against the table of contents ---------------------------------
+
+def test_intro_lists_what_the_book_contains():
+    toc = (ROOT / "book" / "_toc.yml").read_text()
+    rows = re.findall(r"^\| `(\d\d_\w+)` \|[^|]*\| ([^|]*) \|$",
+                      (ROOT / "book" / "intro.md").read_text(), flags=re.M)
+    assert rows, "no lecture table in book/intro.md"
+    for key, status in rows:
+        present = f"notebooks/{key}_" in toc
+        if present:
+            assert "coming" not in status and "part" not in status, \
+                f"intro says {key} is {status.strip()!r}, but the book has it"
+        else:
+            assert "coming" in status, f"intro says {key} is {status.strip()!r}; not in the toc"
+
+
+# -- one STREAM per build: the pages compare with the same measurement ---------------------------
+
+def test_stream_is_measured_once_and_reused(tmp_path):
+    from course import bench
+
+    path = tmp_path / "stream.json"
+    first = bench.stream_reference(1, n=2**16, repeat=2, path=path)
+    again = bench.stream_reference(1, n=2**16, repeat=2, path=path)
+    assert not first["cached"] and again["cached"]
+    assert again["triad_gbs"] == first["triad_gbs"] == max(first["triad_runs_gbs"])
+    assert len(first["triad_runs_gbs"]) == 2
+    stale = bench.stream_reference(1, n=2**16, repeat=2, path=path, max_age=0)
+    assert not stale["cached"]                      # too old: measured again
+    data = json.loads(path.read_text())
+    data["machine"] = "another machine"
+    path.write_text(json.dumps(data))
+    assert not bench.stream_reference(1, n=2**16, repeat=2, path=path)["cached"]
+
+
+def test_bench_results_take_the_reference(tmp_path, monkeypatch):
+    from course import bench
+
+    monkeypatch.setattr(bench, "STREAM_CACHE", tmp_path / "stream.json")
+    results = {"suite": "fem3d", "stream": {"threads": 1, "triad_gbs": 1.0},
+               "runs": [{"spmv_gbs": 2.0, "spmv_fraction_of_stream": 2.0}]}
+    bench.use_stream_reference(results, repeat=1)
+    reference = bench.stream_reference(1, repeat=1)
+    assert results["stream"]["triad_gbs"] == reference["triad_gbs"]
+    assert results["stream_in_run"]["triad_gbs"] == 1.0
+    assert results["runs"][0]["spmv_fraction_of_stream"] == 2.0 / reference["triad_gbs"]
