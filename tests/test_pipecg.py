@@ -215,6 +215,7 @@ def test_bench_pipecg_smoke(tmp_path):
                 assert v["overlapped_s"] > 0.0
         assert set(run_["allreduce"]) == {"one_double_s", "three_doubles_s",
                                           "three_single_calls_s"}
+        assert (run_["model"] is None) == (run_["ranks"] == 1)
     assert plot.stat().st_size > 10_000
     assert "pcg" in result.stdout and f"wrote {out}" in result.stdout
 

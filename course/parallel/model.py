@@ -105,11 +105,11 @@ def iteration(constants: Constants, algorithm: str, iallreduce: bool, rows, rank
             "total": compute + halo + exposed}
 
 
-def calibrate(pipecg: dict, halo: dict | None = None) -> Constants:
-    """The constants from one `bench pipecg` result (and, for alpha and beta, a `bench halo`
-    result; without it, from the pipecg Allreduce of one double as the latency and no bandwidth
-    term). t_nnz and t_vector come from the one-rank blocking PCG split; the Allreduce fit from
-    the 1-double latencies of the rank counts above one (a least-squares line in log2 P)."""
+def calibrate(pipecg: dict) -> Constants:
+    """The constants from one `bench pipecg` result: t_nnz and t_vector from the one-rank
+    blocking PCG split; alpha and beta from the ping-pong fit of the first run with 2 or more
+    ranks; the Allreduce fit from the 1-double latencies of the rank counts above one (a
+    least-squares line in log2 P; oversubscribed runs only where there is nothing else)."""
     runs = {run["ranks"]: run for run in pipecg["runs"]}
     if 1 not in runs:
         raise ValueError("calibrate needs the one-rank run of bench pipecg")
@@ -127,12 +127,9 @@ def calibrate(pipecg: dict, halo: dict | None = None) -> Constants:
         a, c = max(a, 0.0), max(c, 0.0)
     else:
         a, c = seconds[0], 0.0                         # one point: all of it per level
-    if halo is not None and any(r["model"] for r in halo["runs"]):
-        model = next(r["model"] for r in halo["runs"] if r["model"])
-        alpha, beta = model["alpha_s_per_byte"], model["beta_s"]
-    else:
-        alpha, beta = 0.0, float(seconds[0])
-    return Constants(t_nnz, t_vector, alpha, beta, float(a), float(c))
+    pair = runs[more[0]]["model"]
+    return Constants(t_nnz, t_vector, pair["alpha_s_per_byte"], pair["beta_s"], float(a),
+                     float(c))
 
 
 def seed_prediction(constants: Constants, algorithm: str, iallreduce: bool,
