@@ -140,6 +140,15 @@ EXERCISES = {
                      "MPI_STATUSES_IGNORE);\n    *(volatile double *)0 = x[0];",
                      "test_halo_exchange"),
     },
+    "06_pipecg": {
+        "points": {"test_next_alpha": 3, "test_chronopoulos_gear": 5},
+        "endless_loop": ("next_alpha", "beta = gamma_new / gamma",
+                         "while True:\n        pass", "test_next_alpha"),
+        # the solver runs under mpiexec: a crashing rank ends that job, not the grading
+        "segfault": ("chronopoulos_gear_c", "    free(work);",
+                     "    free(work);\n    *(volatile double *)0 = x[0];",
+                     "test_chronopoulos_gear"),
+    },
 }
 
 
