@@ -1,7 +1,7 @@
 /* fem3d_mpi: fem3d (lecture 02) on P MPI ranks, the nodes cut into PX x PY x PZ blocks or into any
  * parts given as local data files.
  *
- *   usage: mpiexec -n P fem3d_mpi_c INPUT [OUTPUT.pvtu]
+ *   usage: mpiexec -n P fem3d_mpi_c INPUT [OUTPUT.pvtu] [ALGORITHM] [blocking|iallreduce]
  *
  * INPUT is fem3d's input file (see src_c/02_fem3d/fem3d_main.c) with a 7th line, one of
  *   PX PY PZ        number of parts along x, y, z (> 0, PX PY PZ = P, PX <= NX + 1, ...)
@@ -19,7 +19,13 @@
  * and the import/export tables of halo.h. From there on blocks and files take one path: the node
  * data from the global numbers, the local matrix over the local elements assembled with fem3d's
  * kernels (its internal rows come out equal to the serial ones), pcg_jacobi_mpi. Rank 0 prints
- * fem3d's summary, with global numbers, and a line on the partition. With OUTPUT.pvtu, rank r
+ * fem3d's summary, with global numbers, and a line on the partition.
+ * ALGORITHM (pcg, chronopoulos-gear, gropp or pipelined: lecture 06_pipecg) and blocking
+ * (MPI_Allreduce) or iallreduce (MPI_Iallreduce + MPI_Wait), in any order after INPUT, solve with
+ * cg_variant_mpi (06_pipecg/cg_mpi.h) instead; a missing one of the two is pcg, or blocking. The
+ * summary then has two more lines: the algorithm, the reductions, the global sums counted per
+ * iteration, and the true relative residual ||b - A x|| / ||b||. Any other word after INPUT
+ * that does not end in .pvtu is an error. With OUTPUT.pvtu, rank r
  * writes the piece STEM_r.vtu (VTK XML: its local nodes and the elements whose corner 0 it owns, so
  * that every element is in exactly one piece) and rank 0 the file OUTPUT.pvtu that gathers the
  * pieces (ParaView).
@@ -35,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cg_mpi.h"
 #include "course.h"
 #include "fem3d_problem.h"
 #include "halo.h"
@@ -46,6 +53,15 @@
 enum { PATH_SIZE = 1024, MSG_SIZE = 2 * PATH_SIZE };
 
 static const char *const PART_NAMES[3] = {"PX", "PY", "PZ"};
+static const char *const REDUCTION_NAMES[2] = {"blocking", "iallreduce"};
+
+/* the command line after INPUT */
+typedef struct {
+    const char *output;            /* OUTPUT.pvtu, or NULL */
+    int variant;                   /* nonzero: an algorithm or the reductions were given */
+    int algorithm;                 /* CG_PCG, ... (cg_mpi.h) */
+    int nonblocking;               /* 1: iallreduce, 0: blocking */
+} options;
 
 typedef struct {
     fem3d_problem fem;             /* fem3d's six lines */
@@ -102,6 +118,53 @@ static problem read_input(const char *path, int n_ranks)
         read_parts(&in, line, n_ranks, &p);
     input_close(&in);
     return p;
+}
+
+/* ---- the command line ---------------------------------------------------------------------- */
+
+static int ends_with(const char *text, const char *suffix)
+{
+    size_t n = strlen(text), k = strlen(suffix);
+    return n >= k && strcmp(text + n - k, suffix) == 0;
+}
+
+/* The words after INPUT (every rank reads the same): returns 0, or 2 after one line from
+ * rank 0. */
+static int read_options(int argc, char **argv, int rank, options *o)
+{
+    static const char *const WHAT[3] = {"the output file", "the algorithm", "the reduction mode"};
+    o->output = NULL;
+    o->variant = 0;
+    o->algorithm = CG_PCG;
+    o->nonblocking = 0;
+    int given[3] = {0, 0, 0};
+    for (int k = 2; k < argc; k++) {
+        const char *word = argv[k];
+        int kind;
+        if (cg_algorithm_from_name(word) >= 0) {
+            kind = 1;
+            o->algorithm = cg_algorithm_from_name(word);
+        } else if (strcmp(word, REDUCTION_NAMES[0]) == 0 || strcmp(word, REDUCTION_NAMES[1]) == 0) {
+            kind = 2;
+            o->nonblocking = strcmp(word, REDUCTION_NAMES[1]) == 0;
+        } else if (ends_with(word, ".pvtu")) {
+            kind = 0;
+            o->output = word;
+        } else {
+            if (rank == 0)
+                fprintf(stderr, PROG ": unknown argument '%s': expected OUTPUT.pvtu, an algorithm "
+                        "(pcg, chronopoulos-gear, gropp, pipelined) or the reductions (blocking, "
+                        "iallreduce)\n", word);
+            return 2;
+        }
+        if (given[kind]++) {
+            if (rank == 0)
+                fprintf(stderr, PROG ": argument '%s': %s is given twice\n", word, WHAT[kind]);
+            return 2;
+        }
+        o->variant = o->variant || kind > 0;
+    }
+    return 0;
 }
 
 /* ---- agreeing across ranks ------------------------------------------------------------------- */
@@ -787,14 +850,26 @@ static void print_summary(const problem *p, const local_data *d, const local_sys
     fflush(stdout);
 }
 
+/* two more lines after a run of cg_variant_mpi (rank 0 prints) */
+static void print_variant(const options *o, int per_iteration, double true_relres, int rank)
+{
+    if (rank != 0)
+        return;
+    printf("  algorithm %s (%s), reductions per iteration %d\n", cg_algorithm_name(o->algorithm),
+           REDUCTION_NAMES[o->nonblocking], per_iteration);
+    printf("  true relative residual %.3e (||b - A x|| / ||b||, recomputed)\n", true_relres);
+    fflush(stdout);
+}
+
 /* ---- the program ----------------------------------------------------------------------------- */
 
 /* The check of the tables, assembly, solution and output on one rank; returns the exit status
  * (the same on every rank). */
 static int solve(const problem *p, const local_data *d, const local_mesh *m, local_system *s,
-                 const char *name, const char *partition, const char *output, int rank,
+                 const char *name, const char *partition, const options *o, int rank,
                  int n_ranks)
 {
+    const char *output = o->output;
     char msg[MSG_SIZE];
     int status = check_local_halo(d, s->t, s->send_buf, s->recv_buf, name, MPI_COMM_WORLD, msg,
                                   sizeof msg);
@@ -814,17 +889,27 @@ static int solve(const problem *p, const local_data *d, const local_mesh *m, loc
 
     const long n_global = (long)(p->fem.nel[0] + 1) * (p->fem.nel[1] + 1) * (p->fem.nel[2] + 1);
     const int max_iter = 10 * n_global <= INT_MAX ? 10 * (int)n_global : INT_MAX;
-    double relres;
-    int iters = pcg_jacobi_mpi(d->n_internal, d->n_local, s->row_ptr, s->col_idx, s->val, s->rhs,
+    double relres, true_relres = 0.0;
+    int iters, per_iteration = 0;
+    if (!o->variant)                                       /* 05_halo's PCG */
+        iters = pcg_jacobi_mpi(d->n_internal, d->n_local, s->row_ptr, s->col_idx, s->val, s->rhs,
                                s->t, p->fem.eps, max_iter, &relres, d->n_neighbours, d->neighbours,
                                d->import_ptr, d->import_index, d->export_ptr, d->export_index,
                                MPI_COMM_WORLD);
+    else                                                   /* 06_pipecg's variants */
+        iters = cg_variant_mpi(o->algorithm, o->nonblocking, 0, d->n_internal, d->n_local,
+                               s->row_ptr, s->col_idx, s->val, s->rhs, s->t, p->fem.eps, max_iter,
+                               &relres, d->n_neighbours, d->neighbours, d->import_ptr,
+                               d->import_index, d->export_ptr, d->export_index, MPI_COMM_WORLD,
+                               &per_iteration, &true_relres);
     if (iters < 0)
         return out_of_memory(p, rank);
     /* the external temperatures too (the solver updates the internal ones only) */
     halo_exchange(d->n_neighbours, d->neighbours, d->import_ptr, d->import_index, d->export_ptr,
                   d->export_index, s->t, s->send_buf, s->recv_buf, MPI_COMM_WORLD);
     print_summary(p, d, s, partition, iters, relres, rank, n_ranks);
+    if (o->variant)
+        print_variant(o, per_iteration, true_relres, rank);
     status = relres <= p->fem.eps ? 0 : 1;
     if (output != NULL) {
         if (write_output(output, d, s, rank, n_ranks) != 0)
@@ -836,7 +921,7 @@ static int solve(const problem *p, const local_data *d, const local_mesh *m, loc
 }
 
 /* The local data (blocks or file), the local system, the solution; returns the exit status. */
-static int run_rank(const problem *p, const char *output, int rank, int n_ranks)
+static int run_rank(const problem *p, const options *o, int rank, int n_ranks)
 {
     local_data d;
     local_mesh m;
@@ -856,7 +941,7 @@ static int run_rank(const problem *p, const char *output, int rank, int n_ranks)
     if (status == 0)
         status = build_system(p, &d, &m, &s, rank);
     if (status == 0)
-        status = solve(p, &d, &m, &s, name, partition, output, rank, n_ranks);
+        status = solve(p, &d, &m, &s, name, partition, o, rank, n_ranks);
     local_data_free(&d);
     free_local_mesh(&m);
     free_local_system(&s);
@@ -872,12 +957,14 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &n_ranks);
     input_quiet = rank != 0;              /* every rank reads the input; rank 0 reports */
     int status = 2;
-    if (argc < 2 || argc > 3) {
+    options o;
+    if (argc < 2 || argc > 5) {
         if (rank == 0)
-            fprintf(stderr, "usage: %s INPUT [OUTPUT.pvtu]\n", argv[0]);
-    } else {
+            fprintf(stderr, "usage: %s INPUT [OUTPUT.pvtu] [pcg|chronopoulos-gear|gropp|pipelined] "
+                    "[blocking|iallreduce]\n", argv[0]);
+    } else if (read_options(argc, argv, rank, &o) == 0) {
         const problem p = read_input(argv[1], n_ranks);    /* exits with 2 on bad input */
-        status = run_rank(&p, argc == 3 ? argv[2] : NULL, rank, n_ranks);
+        status = run_rank(&p, &o, rank, n_ranks);
     }
     MPI_Finalize();
     return status;

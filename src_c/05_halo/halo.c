@@ -39,7 +39,7 @@ void halo_exchange(int n_neighbours, const int *restrict neighbours,
 /* [dot_mpi]
  * The global a . b: each rank's share over its internal entries, summed over the ranks. Every rank
  * gets the same sum (the same bits), so every rank takes the same decisions in CG. */
-static double dot_mpi(int n_internal, const double *restrict a, const double *restrict b,
+double dot_mpi(int n_internal, const double *restrict a, const double *restrict b,
                       MPI_Comm comm)
 {
     double local = dot_reduction(n_internal, a, b), global;
@@ -49,12 +49,27 @@ static double dot_mpi(int n_internal, const double *restrict a, const double *re
 /* [dot_mpi] */
 
 /* The allocation status of every rank: nonzero on all ranks if it failed on any. */
-static int failed_anywhere(int failed, MPI_Comm comm)
+int failed_anywhere(int failed, MPI_Comm comm)
 {
     int any;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm);
     return any;
 }
+
+/* [jacobi_inverse_diagonal]
+ * dinv[i] = 1 / a_ii for the n rows (1 where the pattern has no diagonal entry): the Jacobi
+ * preconditioner, M^-1 r = dinv * r, which needs no communication. */
+void jacobi_inverse_diagonal(int n, const int *restrict row_ptr, const int *restrict col_idx,
+                             const double *restrict val, double *restrict dinv)
+{
+    for (int i = 0; i < n; i++) {
+        dinv[i] = 1.0;
+        for (int k = row_ptr[i]; k < row_ptr[i + 1]; k++)
+            if (col_idx[k] == i)
+                dinv[i] = 1.0 / val[k];
+    }
+}
+/* [jacobi_inverse_diagonal] */
 
 /* [pcg_jacobi_mpi]
  * pcg_jacobi line by line; p lives on all n_local nodes because A p needs the external entries. */
@@ -75,12 +90,7 @@ int pcg_jacobi_mpi(int n_internal, int n_local, const int *restrict row_ptr,
     double *r = work, *z = r + n, *q = z + n, *dinv = q + n, *p = dinv + n;
     double *send_buf = p + n_local, *recv_buf = send_buf + n_send;
 
-    for (int i = 0; i < n; i++) {                        /* Jacobi preconditioner: 1 / a_ii */
-        dinv[i] = 1.0;
-        for (int k = row_ptr[i]; k < row_ptr[i + 1]; k++)
-            if (col_idx[k] == i)
-                dinv[i] = 1.0 / val[k];
-    }
+    jacobi_inverse_diagonal(n, row_ptr, col_idx, val, dinv);    /* Jacobi: 1 / a_ii */
 
     halo_exchange(n_neighbours, neighbours, import_ptr, import_index, export_ptr, export_index,
                   x, send_buf, recv_buf, comm);          /* r = b - A x */

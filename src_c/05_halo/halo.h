@@ -21,6 +21,18 @@ void halo_exchange(int n_neighbours, const int *restrict neighbours,
                    double *restrict x, double *restrict send_buf, double *restrict recv_buf,
                    MPI_Comm comm);
 
+/* The global a . b of the n_internal internal entries (local dot_reduction + MPI_Allreduce):
+ * the same value, bit for bit, on every rank. */
+double dot_mpi(int n_internal, const double *restrict a, const double *restrict b, MPI_Comm comm);
+
+/* Nonzero on every rank if `failed` is nonzero on any rank (MPI_Allreduce with MPI_MAX): the
+ * ranks agree on an allocation failure and return together. */
+int failed_anywhere(int failed, MPI_Comm comm);
+
+/* dinv[i] = 1 / a_ii of the n (internal) rows, 1 where the row has no diagonal entry. */
+void jacobi_inverse_diagonal(int n, const int *restrict row_ptr, const int *restrict col_idx,
+                             const double *restrict val, double *restrict dinv);
+
 /* pcg_jacobi of common/cg.c on a matrix distributed by rows: the local CRS holds the n_internal
  * internal rows, with columns among the n_local local nodes; b has n_internal entries, x n_local:
  * the initial guess in its internal entries on entry, the solution there on exit (the external

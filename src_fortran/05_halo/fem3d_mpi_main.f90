@@ -1,7 +1,7 @@
 ! fem3d_mpi: fem3d (02_fem3d/fem3d_main.f90) on P MPI ranks, GeoFEM style (Fortran twin of
 ! src_c/05_halo/fem3d_mpi_main.c).
 !
-!   usage: mpiexec -n P fem3d_mpi_f INPUT [OUTPUT.pvtu]
+!   usage: mpiexec -n P fem3d_mpi_f INPUT [OUTPUT.pvtu] [ALGORITHM] [blocking|iallreduce]
 !
 ! INPUT is fem3d's input file (NX NY NZ / DX DY DZ / COND QVOL / QFLUX / FIXED / EPS) with a 7th
 ! line that says how the nodes are shared among the ranks, either
@@ -19,7 +19,13 @@
 ! exchange. For blocks it builds them itself; from files it reads them. From there on both go the
 ! same way: it assembles with the serial kernels on its local elements, so that its internal rows
 ! are the serial ones, and solves with pcg_jacobi_mpi (halo.f90). Rank 0 prints fem3d's summary
-! (global numbers) and a line on the partition; with OUTPUT.pvtu every rank writes its piece
+! (global numbers) and a line on the partition. ALGORITHM (pcg, chronopoulos-gear, gropp or
+! pipelined: lecture 06_pipecg) and blocking (MPI_Allreduce) or iallreduce (MPI_Iallreduce +
+! MPI_Wait), in any order after INPUT, solve with cg_variant_mpi (06_pipecg/cg_mpi.f90) instead; a
+! missing one of the two is pcg, or blocking. The summary then has two more lines: the algorithm,
+! the reductions, the global sums counted per iteration, and the true relative residual
+! ||b - A x|| / ||b||. Any other word after INPUT that does not end in .pvtu is an error. With
+! OUTPUT.pvtu every rank writes its piece
 ! STEM_r.vtu and rank 0 the parallel file that lists them (ParaView). Exit status: 0 converged,
 ! 1 not converged (or out of memory), 2 bad input, local data or output file; always the same on
 ! every rank.
@@ -53,6 +59,7 @@ program fem3d_mpi
     use course_fem3d, only: fem3d_assemble, fem3d_face_flux
     use course_crs, only: crs_dirichlet
     use course_halo, only: halo_exchange, pcg_jacobi_mpi
+    use course_cg_mpi, only: cg_variant_mpi, cg_algorithm_name, cg_algorithm_from_name, CG_PCG
     use course_input, only: input_file, input_open, input_close, input_line, input_parse_ints, &
                             input_require_positive, input_fail, input_quiet, input_before_exit
     use course_fem3d_problem, only: fem3d_problem, FACES, fem3d_read_problem, axis_of, opposite, &
@@ -81,6 +88,13 @@ program fem3d_mpi
     integer :: rank, n_ranks
     type(problem) :: p
     character(len=:), allocatable :: input_path, output_path
+    ! 06_pipecg: the CG variant from the command line (variant: an algorithm or the reductions
+    ! were given), the reductions counted per iteration, the true relative residual
+    character(len=*), parameter :: REDUCTION_NAMES(0:1) = [character(len=10) :: 'blocking', &
+                                                           'iallreduce']
+    logical :: variant = .false.
+    integer(c_int) :: algorithm = CG_PCG, nonblocking = 0, per_iteration = 0
+    real(c_double) :: true_relres = 0.0_c_double
 
     ! this rank's local data: its nodes, elements and halo tables (see local_data.f90, halo.f90)
     type(local_data) :: local
@@ -145,10 +159,18 @@ program fem3d_mpi
     call fem3d_face_flux(n_quad, quads, xyz, p%qflux, rhs)
     call crs_dirichlet(local%n_local, fixed, g, row_ptr, col_idx, val, rhs)   ! g = 0: T = 0
     max_iter = iteration_limit()
-    iters = pcg_jacobi_mpi(local%n_internal, local%n_local, row_ptr, col_idx, val, rhs, t, &
-                           p%eps, max_iter, relres, local%n_neighbours, local%neighbours, &
-                           local%import_ptr, local%import_index, local%export_ptr, &
-                           local%export_index, comm)
+    if (.not. variant) then                             ! 05_halo's PCG
+        iters = pcg_jacobi_mpi(local%n_internal, local%n_local, row_ptr, col_idx, val, rhs, t, &
+                               p%eps, max_iter, relres, local%n_neighbours, local%neighbours, &
+                               local%import_ptr, local%import_index, local%export_ptr, &
+                               local%export_index, comm)
+    else                                                ! 06_pipecg's variants
+        iters = cg_variant_mpi(algorithm, nonblocking, 0, local%n_internal, local%n_local, &
+                               row_ptr, col_idx, val, rhs, t, p%eps, max_iter, relres, &
+                               local%n_neighbours, local%neighbours, local%import_ptr, &
+                               local%import_index, local%export_ptr, local%export_index, comm, &
+                               per_iteration, true_relres)
+    end if
     if (iters < 0) call out_of_memory()
 
     if (relres <= p%eps) then
@@ -157,6 +179,7 @@ program fem3d_mpi
         exit_status = 1
     end if
     call print_summary()
+    if (variant) call print_variant()
     if (allocated(output_path)) then
         if (.not. write_output(output_path)) exit_status = 2
     end if
@@ -228,28 +251,65 @@ contains
 
     ! --- input ---------------------------------------------------------------------------------
 
-    ! INPUT and the optional OUTPUT.pvtu from the command line; a usage line and exit 2 otherwise
+    ! INPUT, then the optional OUTPUT.pvtu, ALGORITHM and blocking|iallreduce in any order, from
+    ! the command line; a usage line, or one line on a bad word, and exit 2 otherwise
     subroutine read_arguments()
-        integer :: arg_len
-        character(len=:), allocatable :: prog_path
+        character(len=*), parameter :: WHAT(0:2) = [character(len=18) :: 'the output file', &
+                                                    'the algorithm', 'the reduction mode']
+        integer :: arg_len, k, kind, given(0:2)
+        character(len=:), allocatable :: prog_path, word
 
-        if (command_argument_count() < 1 .or. command_argument_count() > 2) then
+        if (command_argument_count() < 1 .or. command_argument_count() > 4) then
             call get_command_argument(0, length=arg_len)
             allocate(character(len=arg_len) :: prog_path)
             call get_command_argument(0, prog_path)
-            if (rank == 0) write(error_unit, '(a)') 'usage: ' // prog_path // ' INPUT [OUTPUT.pvtu]'
+            if (rank == 0) write(error_unit, '(a)') 'usage: ' // prog_path // &
+                ' INPUT [OUTPUT.pvtu] [pcg|chronopoulos-gear|gropp|pipelined] [blocking|iallreduce]'
             deallocate(prog_path)
             call stop_all(2)
         end if
         call get_command_argument(1, length=arg_len)
         allocate(character(len=arg_len) :: input_path)
         call get_command_argument(1, input_path)
-        if (command_argument_count() == 2) then
-            call get_command_argument(2, length=arg_len)
-            allocate(character(len=arg_len) :: output_path)
-            call get_command_argument(2, output_path)
-        end if
+        given = 0
+        do k = 2, command_argument_count()
+            call get_command_argument(k, length=arg_len)
+            if (allocated(word)) deallocate(word)
+            allocate(character(len=arg_len) :: word)
+            call get_command_argument(k, word)
+            if (cg_algorithm_from_name(word) >= 0) then
+                kind = 1
+                algorithm = cg_algorithm_from_name(word)
+            else if (word == trim(REDUCTION_NAMES(0)) .or. word == trim(REDUCTION_NAMES(1))) then
+                kind = 2
+                nonblocking = merge(1, 0, word == trim(REDUCTION_NAMES(1)))
+            else if (ends_with(word, '.pvtu')) then
+                kind = 0
+                output_path = word
+            else
+                if (rank == 0) write(error_unit, '(a)') PROG // ": unknown argument '" // word // &
+                    "': expected OUTPUT.pvtu, an algorithm (pcg, chronopoulos-gear, gropp, " // &
+                    'pipelined) or the reductions (blocking, iallreduce)'
+                call stop_all(2)
+            end if
+            if (given(kind) > 0) then
+                if (rank == 0) write(error_unit, '(a)') PROG // ": argument '" // word // "': " // &
+                    trim(WHAT(kind)) // ' is given twice'
+                call stop_all(2)
+            end if
+            given(kind) = 1
+            variant = variant .or. kind > 0
+        end do
+        if (allocated(word)) deallocate(word)
     end subroutine read_arguments
+
+    ! .true. if text ends with suffix
+    pure logical function ends_with(text, suffix)
+        character(len=*), intent(in) :: text, suffix
+
+        ends_with = len(text) >= len(suffix)
+        if (ends_with) ends_with = text(len(text) - len(suffix) + 1:) == suffix
+    end function ends_with
 
 
     ! fem3d's six lines (the same messages, from the same reader), then line 7
@@ -767,6 +827,16 @@ contains
             ', bytes per exchange ' // c_d(8_int64 * sums(3))
         deallocate(status_text)
     end subroutine print_summary
+
+    ! two more lines after a run of cg_variant_mpi (rank 0 prints)
+    subroutine print_variant()
+        if (rank /= 0) return
+        write(output_unit, '(a)') '  algorithm ' // cg_algorithm_name(algorithm) // ' (' // &
+            trim(REDUCTION_NAMES(nonblocking)) // '), reductions per iteration ' // &
+            c_d(per_iteration)
+        write(output_unit, '(a)') '  true relative residual ' // c_e(true_relres, 3) // &
+            ' (||b - A x|| / ||b||, recomputed)'
+    end subroutine print_variant
 
     ! how the nodes are shared: "2 x 2 x 1 blocks" or "local data PREFIX.*"
     function partition_name() result(text)

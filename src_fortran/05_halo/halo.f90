@@ -23,7 +23,7 @@ module course_halo
     use course_cg, only: dot_reduction
     implicit none
     private
-    public :: halo_exchange, pcg_jacobi_mpi
+    public :: halo_exchange, pcg_jacobi_mpi, dot_mpi, failed_anywhere, jacobi_inverse_diagonal
 
     integer, parameter :: HALO_TAG = 5           ! every halo message carries this tag
 
@@ -97,6 +97,25 @@ logical function failed_anywhere(alloc_stat, comm)
     failed_anywhere = worst /= 0
 end function failed_anywhere
 
+! [jacobi_inverse_diagonal]
+! dinv(i) = 1 / a_ii for the n rows (1 where the pattern has no diagonal entry): the Jacobi
+! preconditioner, M^-1 r = dinv * r, which needs no communication.
+subroutine jacobi_inverse_diagonal(n, row_ptr, col_idx, val, dinv)
+    integer(c_int), intent(in) :: n
+    integer(c_int), intent(in) :: row_ptr(n + 1), col_idx(*)
+    real(c_double), intent(in) :: val(*)
+    real(c_double), intent(out) :: dinv(n)
+    integer(c_int) :: i, k
+
+    do i = 1, n
+        dinv(i) = 1.0_c_double
+        do k = row_ptr(i), row_ptr(i + 1) - 1
+            if (col_idx(k) == i) dinv(i) = 1.0_c_double / val(k)
+        end do
+    end do
+end subroutine jacobi_inverse_diagonal
+! [jacobi_inverse_diagonal]
+
 ! [pcg_jacobi_mpi]
 ! pcg_jacobi (common/cg.f90) line by line, on a matrix distributed by rows: row_ptr, col_idx, val
 ! hold the n_internal internal rows, with columns among the n_local local nodes; b has n_internal
@@ -124,7 +143,7 @@ function pcg_jacobi_mpi(n_internal, n_local, row_ptr, col_idx, val, b, x, tol, m
     real(c_double), allocatable :: r(:), z(:), p(:), q(:), dinv(:)
     real(c_double), allocatable, asynchronous :: send_buf(:), recv_buf(:)
     real(c_double) :: bnorm, rho, rho_old, alpha, beta
-    integer(c_int) :: n, i, k
+    integer(c_int) :: n, i
     integer :: alloc_stat
 
     n = n_internal
@@ -134,12 +153,7 @@ function pcg_jacobi_mpi(n_internal, n_local, row_ptr, col_idx, val, b, x, tol, m
              recv_buf(import_ptr(n_neighbours + 1) - 1), stat=alloc_stat)
     if (failed_anywhere(alloc_stat, comm)) return        ! all ranks return together
 
-    do i = 1, n                                          ! Jacobi preconditioner: 1 / a_ii
-        dinv(i) = 1.0_c_double
-        do k = row_ptr(i), row_ptr(i + 1) - 1
-            if (col_idx(k) == i) dinv(i) = 1.0_c_double / val(k)
-        end do
-    end do
+    call jacobi_inverse_diagonal(n, row_ptr, col_idx, val, dinv)   ! Jacobi: 1 / a_ii
 
     call halo_exchange(n_neighbours, neighbours, import_ptr, import_index, export_ptr, &
                        export_index, x, send_buf, recv_buf, comm)   ! r = b - A x

@@ -1,0 +1,427 @@
+! Lecture 06_pipecg: four CG variants on P ranks (Fortran twin of src_c/06_pipecg/cg_mpi.c, with
+! the Fortran 2008 bindings: module mpi_f08; library course_halo_fortran, with halo.f90).
+! course/solvers/krylov.py line by line, with the pieces of course/parallel/fem3d.py and
+! course/parallel/reductions.py:
+!   A v     halo_exchange of v (its external entries) + crs_matvec over the internal rows
+!   M^-1 r  Jacobi: dinv * r, local
+!   sums    the local dot_reduction of each dot product, then ONE global sum of all of them:
+!           MPI_Allreduce, or MPI_Iallreduce started early and MPI_Wait'ed for late, so that the
+!           work in between can hide it.
+! The variants differ only in where their reductions go (u = M^-1 r, w = A u):
+!   pcg                (p, q), then (r, u) with (r, r): 2 reductions per iteration
+!   chronopoulos-gear  (r, u), (w, u), (r, r) fused: 1 reduction
+!   gropp              (p, s) behind M^-1 s, (r, u), (r, r) behind A u: 2 reductions
+!   pipelined          (r, u), (w, u), (r, r) behind M^-1 w and A m: 1 reduction
+! Every variant stops when the recursive residual has ||r|| <= tol ||b||; an iteration is one
+! update of x; the reductions started inside each iteration are counted.
+! Indices are 1-based, the local data as in halo.f90.
+module course_cg_mpi
+    use, intrinsic :: iso_c_binding, only: c_int, c_double
+    use, intrinsic :: ieee_arithmetic, only: ieee_is_finite
+    use mpi_f08, only: MPI_Comm, MPI_Request, MPI_Allreduce, MPI_Iallreduce, MPI_Wait, &
+                       MPI_IN_PLACE, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_REQUEST_NULL, &
+                       MPI_STATUS_IGNORE
+    use course_crs, only: crs_matvec
+    use course_cg, only: dot_reduction
+    use course_halo, only: halo_exchange, dot_mpi, failed_anywhere, jacobi_inverse_diagonal
+    implicit none
+    private
+    public :: cg_variant_mpi, cg_algorithm_name, cg_algorithm_from_name
+    public :: CG_PCG, CG_CHRONOPOULOS_GEAR, CG_GROPP, CG_PIPELINED, CG_N_ALGORITHMS
+
+    ! the algorithms, numbered as in C; their names are those of course.solvers.ALGORITHMS
+    integer(c_int), parameter :: CG_PCG = 0               ! Hestenes-Stiefel: 2 reductions
+    integer(c_int), parameter :: CG_CHRONOPOULOS_GEAR = 1 ! 1 fused reduction
+    integer(c_int), parameter :: CG_GROPP = 2             ! 2 hidden behind M^-1 s and A u
+    integer(c_int), parameter :: CG_PIPELINED = 3         ! 1 hidden behind M^-1 w and A m
+    integer(c_int), parameter :: CG_N_ALGORITHMS = 4
+    character(len=*), parameter :: ALGORITHM_NAMES(0:CG_N_ALGORITHMS - 1) = &
+        [character(len=17) :: 'pcg', 'chronopoulos-gear', 'gropp', 'pipelined']
+
+contains
+
+! "pcg", "chronopoulos-gear", "gropp", "pipelined"; '' for a number outside 0 .. 3
+function cg_algorithm_name(algorithm) result(name)
+    integer(c_int), intent(in) :: algorithm
+    character(len=:), allocatable :: name
+
+    name = ''
+    if (algorithm >= 0 .and. algorithm < CG_N_ALGORITHMS) name = trim(ALGORITHM_NAMES(algorithm))
+end function cg_algorithm_name
+
+! The number of the algorithm called `name`, or -1 if there is none.
+integer(c_int) function cg_algorithm_from_name(name)
+    character(len=*), intent(in) :: name
+    integer(c_int) :: a
+
+    cg_algorithm_from_name = -1
+    do a = 0, CG_N_ALGORITHMS - 1
+        if (len(name) == len_trim(ALGORITHM_NAMES(a)) .and. name == ALGORITHM_NAMES(a)) &
+            cg_algorithm_from_name = a
+    end do
+end function cg_algorithm_from_name
+
+! [cg_variant_mpi]
+! Solves A x = b (A symmetric positive definite, distributed by rows as for pcg_jacobi_mpi of
+! halo.f90, whose arguments follow the first three) with the Jacobi-preconditioned CG variant
+! `algorithm`. nonblocking /= 0: every global sum is MPI_Iallreduce + MPI_Wait, else
+! MPI_Allreduce. replace_every N > 0: every N-th iteration the recursively updated vectors are
+! recomputed from x (residual replacement); 0: never. x: the initial guess in its internal entries
+! on entry, the solution there on exit (its external entries are scratch).
+! Returns the iterations (the same on every rank); relres the recursive ||r|| / ||b|| at the end,
+! true_relres ||b - A x|| / ||b|| recomputed at the end, reductions_per_iteration the global sums
+! started in each iteration, counted (0 if no iteration ran, -1 if two iterations counted
+! differently). Returns -1 on every rank if the work vectors cannot be allocated on some rank, -2
+! if `algorithm` is not one of the four.
+function cg_variant_mpi(algorithm, nonblocking, replace_every, n_internal, n_local, row_ptr, &
+                        col_idx, val, b, x, tol, max_iter, relres, n_neighbours, neighbours, &
+                        import_ptr, import_index, export_ptr, export_index, comm, &
+                        reductions_per_iteration, true_relres) result(iter)
+    integer(c_int), intent(in) :: algorithm, nonblocking, replace_every
+    integer(c_int), intent(in) :: n_internal, n_local
+    integer(c_int), intent(in) :: row_ptr(n_internal + 1), col_idx(*)
+    real(c_double), intent(in) :: val(*), b(n_internal)
+    real(c_double), intent(inout) :: x(n_local)
+    real(c_double), intent(in) :: tol
+    integer(c_int), intent(in) :: max_iter
+    real(c_double), intent(out) :: relres
+    integer(c_int), intent(in) :: n_neighbours
+    integer(c_int), intent(in) :: neighbours(n_neighbours)
+    integer(c_int), intent(in) :: import_ptr(n_neighbours + 1), import_index(*)
+    integer(c_int), intent(in) :: export_ptr(n_neighbours + 1), export_index(*)
+    type(MPI_Comm), intent(in) :: comm
+    integer(c_int), intent(out) :: reductions_per_iteration
+    real(c_double), intent(out) :: true_relres
+    integer(c_int) :: iter
+    integer, parameter :: N_VECTORS = 9          ! the most a variant needs: pipelined
+    real(c_double), allocatable :: v(:, :), dinv(:)
+    real(c_double), allocatable, asynchronous :: send_buf(:), recv_buf(:)
+    ! the global sums: the buffer MPI works on between MPI_Iallreduce and MPI_Wait
+    real(c_double), asynchronous :: sums(3)
+    type(MPI_Request) :: request
+    ! the bookkeeping every variant shares (krylov.py's _Run)
+    real(c_double) :: bnorm
+    integer :: n, iterations, reductions, count_at_start, per_iteration, alloc_stat
+
+    iter = -2
+    relres = huge(relres)
+    true_relres = huge(true_relres)
+    reductions_per_iteration = 0
+    if (algorithm < 0 .or. algorithm >= CG_N_ALGORITHMS) return
+    n = n_internal
+    iter = -1
+    allocate(v(n_local, N_VECTORS), dinv(n), send_buf(export_ptr(n_neighbours + 1) - 1), &
+             recv_buf(import_ptr(n_neighbours + 1) - 1), stat=alloc_stat)
+    if (failed_anywhere(alloc_stat, comm)) return        ! all ranks return together
+    call jacobi_inverse_diagonal(n, row_ptr, col_idx, val, dinv)
+    bnorm = sqrt(dot_mpi(n, b, b, comm))
+    if (bnorm <= 0.0_c_double) bnorm = 1.0_c_double     ! b = 0: measure the residual itself
+    iterations = 0
+    reductions = 0
+    count_at_start = 0
+    per_iteration = 0
+    request = MPI_REQUEST_NULL
+
+    select case (algorithm)
+    case (CG_PCG)
+        call pcg(v(:, 1), v(:, 2), v(:, 3), v(:, 4))
+    case (CG_CHRONOPOULOS_GEAR)
+        call chronopoulos_gear(v(:, 1), v(:, 2), v(:, 3), v(:, 4), v(:, 5))
+    case (CG_GROPP)
+        call gropp(v(:, 1), v(:, 2), v(:, 3), v(:, 4), v(:, 5), v(:, 6))
+    case default
+        call pipelined(v(:, 1), v(:, 2), v(:, 3), v(:, 4), v(:, 5), v(:, 6), v(:, 7), v(:, 8), &
+                       v(:, 9))
+    end select
+    if (iterations > 0) reductions_per_iteration = per_iteration
+    call residual(x, v(:, 1))                            ! the true residual b - A x
+    true_relres = sqrt(dot_mpi(n, v(:, 1), v(:, 1), comm)) / bnorm
+    iter = iterations
+    ! the work vectors are deallocated automatically on return
+
+contains
+
+    ! ---- the pluggable pieces ------------------------------------------------------------------
+
+    ! [cg_mpi_pieces]
+    ! out = A vec: vec has n_local entries (its external ones are overwritten by the exchange)
+    subroutine matvec(vec, out)
+        real(c_double), intent(inout) :: vec(n_local), out(n_local)
+
+        call halo_exchange(n_neighbours, neighbours, import_ptr, import_index, export_ptr, &
+                           export_index, vec, send_buf, recv_buf, comm)
+        call crs_matvec(n, row_ptr, col_idx, val, vec, out)
+    end subroutine matvec
+
+    ! u = M^-1 r (Jacobi: no communication)
+    subroutine precond(r, u)
+        real(c_double), intent(in) :: r(n_local)
+        real(c_double), intent(inout) :: u(n_local)
+
+        u(1:n) = dinv * r(1:n)
+    end subroutine precond
+
+    ! r = b - A xv
+    subroutine residual(xv, r)
+        real(c_double), intent(inout) :: xv(n_local), r(n_local)
+
+        call matvec(xv, r)
+        r(1:n) = b - r(1:n)
+    end subroutine residual
+
+    ! The global sums of the local partial sums (up to 3, one message). Blocking: MPI_Allreduce
+    ! here, nothing can overlap; non-blocking: MPI_Iallreduce here, MPI_Wait in reduction_wait.
+    subroutine reduction_start(local_sums)
+        real(c_double), intent(in) :: local_sums(:)
+
+        sums(1:size(local_sums)) = local_sums
+        reductions = reductions + 1
+        if (nonblocking /= 0) then
+            call MPI_Iallreduce(MPI_IN_PLACE, sums, size(local_sums), MPI_DOUBLE_PRECISION, &
+                                MPI_SUM, comm, request)
+        else
+            call MPI_Allreduce(MPI_IN_PLACE, sums, size(local_sums), MPI_DOUBLE_PRECISION, &
+                               MPI_SUM, comm)
+            request = MPI_REQUEST_NULL
+        end if
+    end subroutine reduction_start
+
+    function reduction_wait() result(global_sums)
+        real(c_double) :: global_sums(3)
+
+        call MPI_Wait(request, MPI_STATUS_IGNORE)       ! returns at once for MPI_REQUEST_NULL
+        global_sums = sums
+    end function reduction_wait
+
+    ! the local share of a . c (the internal entries)
+    real(c_double) function dot(a, c)
+        real(c_double), intent(in) :: a(n_local), c(n_local)
+
+        dot = dot_reduction(n, a, c)
+    end function dot
+    ! [cg_mpi_pieces]
+
+    ! ---- the bookkeeping: stopping test, counting, residual replacement -------------------------
+
+    ! Records ||r|| / ||b|| from the reduced (r, r); .true. once it is at most tol.
+    logical function converged(rr)
+        real(c_double), intent(in) :: rr
+
+        relres = sqrt(max(rr, 0.0_c_double)) / bnorm
+        converged = relres <= tol
+    end function converged
+
+    logical function more()
+        more = iterations < max_iter .and. ieee_is_finite(relres)
+    end function more
+
+    ! The iterations start: the reductions from here on are counted per iteration.
+    subroutine begin()
+        count_at_start = reductions
+    end subroutine begin
+
+    ! .true. in every replace_every-th iteration: recompute the recursive vectors from x
+    logical function replace_now()
+        replace_now = replace_every > 0
+        if (replace_now) replace_now = mod(iterations + 1, replace_every) == 0
+    end function replace_now
+
+    ! An iteration ended: its reductions are counted, and must be as many as in every other.
+    subroutine iteration_done()
+        if (iterations == 0) then
+            per_iteration = reductions - count_at_start
+        else if (reductions - count_at_start /= per_iteration) then
+            per_iteration = -1
+        end if
+        iterations = iterations + 1
+        count_at_start = reductions
+    end subroutine iteration_done
+
+    ! ---- the four variants (the vectors have n_local entries; x is the caller's) ---------------
+
+    ! [pcg]
+    subroutine pcg(r, u, p, q)
+        real(c_double), intent(inout) :: r(n_local), u(n_local), p(n_local), q(n_local)
+        real(c_double) :: s(3), gamma, gamma_new, delta, alpha, rr
+
+        call residual(x, r)
+        call precond(r, u)
+        p(1:n) = u(1:n)
+        call reduction_start([dot(r, u), dot(r, r)])
+        s = reduction_wait()
+        gamma = s(1)
+        rr = s(2)
+        call begin()
+        do while (.not. converged(rr))
+            if (.not. more()) exit
+            call matvec(p, q)
+            call reduction_start([dot(p, q)])                  ! needed on the next line
+            s = reduction_wait()
+            delta = s(1)
+            alpha = gamma / delta
+            x(1:n) = x(1:n) + alpha * p(1:n)
+            if (replace_now()) then
+                call residual(x, r)
+            else
+                r(1:n) = r(1:n) - alpha * q(1:n)
+            end if
+            call precond(r, u)
+            call reduction_start([dot(r, u), dot(r, r)])
+            s = reduction_wait()
+            gamma_new = s(1)
+            rr = s(2)
+            call iteration_done()
+            p(1:n) = u(1:n) + (gamma_new / gamma) * p(1:n)
+            gamma = gamma_new
+        end do
+    end subroutine pcg
+    ! [pcg]
+
+    ! [chronopoulos_gear]
+    subroutine chronopoulos_gear(r, u, w, p, s)
+        real(c_double), intent(inout) :: r(n_local), u(n_local), w(n_local), p(n_local), &
+                                         s(n_local)
+        real(c_double) :: g(3), gamma, gamma_new, delta, alpha, beta, rr
+
+        call residual(x, r)
+        call precond(r, u)
+        call matvec(u, w)
+        call reduction_start([dot(r, u), dot(w, u), dot(r, r)])
+        g = reduction_wait()
+        gamma = g(1)
+        delta = g(2)
+        rr = g(3)
+        alpha = gamma / delta
+        beta = 0.0_c_double
+        p(1:n) = 0.0_c_double
+        s(1:n) = 0.0_c_double                                  ! s = A p
+        call begin()
+        do while (.not. converged(rr))
+            if (.not. more()) exit
+            p(1:n) = u(1:n) + beta * p(1:n)
+            s(1:n) = w(1:n) + beta * s(1:n)
+            x(1:n) = x(1:n) + alpha * p(1:n)
+            r(1:n) = r(1:n) - alpha * s(1:n)
+            if (replace_now()) then
+                call residual(x, r)
+                call matvec(p, s)
+            end if
+            call precond(r, u)
+            call matvec(u, w)
+            call reduction_start([dot(r, u), dot(w, u), dot(r, r)])
+            g = reduction_wait()
+            gamma_new = g(1)
+            delta = g(2)
+            rr = g(3)
+            call iteration_done()
+            beta = gamma_new / gamma
+            alpha = gamma_new / (delta - beta * gamma_new / alpha)
+            gamma = gamma_new
+        end do
+    end subroutine chronopoulos_gear
+    ! [chronopoulos_gear]
+
+    ! [gropp]
+    subroutine gropp(r, u, p, s, m, w)
+        real(c_double), intent(inout) :: r(n_local), u(n_local), p(n_local), s(n_local), &
+                                         m(n_local), w(n_local)
+        real(c_double) :: g(3), gamma, gamma_new, delta, alpha, beta, rr
+
+        call residual(x, r)
+        call precond(r, u)
+        p(1:n) = u(1:n)
+        call matvec(p, s)                                      ! s = A p
+        call reduction_start([dot(r, u), dot(r, r)])
+        g = reduction_wait()
+        gamma = g(1)
+        rr = g(2)
+        call begin()
+        do while (.not. converged(rr))
+            if (.not. more()) exit
+            call reduction_start([dot(p, s)])
+            call precond(s, m)                                 ! hides (p, s)
+            g = reduction_wait()
+            delta = g(1)
+            alpha = gamma / delta
+            x(1:n) = x(1:n) + alpha * p(1:n)
+            r(1:n) = r(1:n) - alpha * s(1:n)
+            u(1:n) = u(1:n) - alpha * m(1:n)
+            if (replace_now()) then
+                call residual(x, r)
+                call matvec(p, s)
+                call precond(r, u)
+            end if
+            call reduction_start([dot(r, u), dot(r, r)])
+            call matvec(u, w)                                  ! hides (r, u), (r, r)
+            g = reduction_wait()
+            gamma_new = g(1)
+            rr = g(2)
+            call iteration_done()
+            beta = gamma_new / gamma
+            p(1:n) = u(1:n) + beta * p(1:n)
+            s(1:n) = w(1:n) + beta * s(1:n)
+            gamma = gamma_new
+        end do
+    end subroutine gropp
+    ! [gropp]
+
+    ! [pipelined]
+    subroutine pipelined(r, u, w, m, nv, z, q, s, p)
+        real(c_double), intent(inout) :: r(n_local), u(n_local), w(n_local), m(n_local), &
+                                         nv(n_local), z(n_local), q(n_local), s(n_local), &
+                                         p(n_local)
+        real(c_double) :: g(3), gamma, gamma_old, delta, alpha, beta, rr
+
+        call residual(x, r)
+        call precond(r, u)
+        call matvec(u, w)
+        z(1:n) = 0.0_c_double                                  ! z = A q, q = M^-1 s, s = A p
+        q(1:n) = 0.0_c_double
+        s(1:n) = 0.0_c_double
+        p(1:n) = 0.0_c_double
+        alpha = 0.0_c_double
+        gamma_old = 0.0_c_double
+        call begin()
+        do
+            call reduction_start([dot(r, u), dot(w, u), dot(r, r)])
+            call precond(w, m)                                 ! hide the reduction behind
+            call matvec(m, nv)                                 ! M^-1 w and A m
+            g = reduction_wait()
+            gamma = g(1)
+            delta = g(2)
+            rr = g(3)
+            if (converged(rr)) return
+            if (.not. more()) return
+            if (iterations == 0) then                          ! (gamma_old = 0 in krylov.py)
+                beta = 0.0_c_double
+                alpha = gamma / delta
+            else
+                beta = gamma / gamma_old
+                alpha = gamma / (delta - beta * gamma / alpha)
+            end if
+            z(1:n) = nv(1:n) + beta * z(1:n)
+            q(1:n) = m(1:n) + beta * q(1:n)
+            s(1:n) = w(1:n) + beta * s(1:n)
+            p(1:n) = u(1:n) + beta * p(1:n)
+            x(1:n) = x(1:n) + alpha * p(1:n)
+            r(1:n) = r(1:n) - alpha * s(1:n)
+            u(1:n) = u(1:n) - alpha * q(1:n)
+            w(1:n) = w(1:n) - alpha * z(1:n)
+            gamma_old = gamma
+            if (replace_now()) then                            ! every recurrence from x and p
+                call residual(x, r)
+                call matvec(p, s)
+                call precond(r, u)
+                call precond(s, q)
+                call matvec(u, w)
+                call matvec(q, z)
+            end if
+            call iteration_done()
+        end do
+    end subroutine pipelined
+    ! [pipelined]
+
+end function cg_variant_mpi
+! [cg_variant_mpi]
+
+end module course_cg_mpi
