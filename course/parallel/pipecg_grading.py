@@ -38,7 +38,7 @@ def check_alpha_recurrence(next_alpha, sizes=(12, 40), seeds=(1, 2), steps: int 
             a = m @ m.T + n * np.eye(n)
             r = rng.standard_normal(n)
             p = r.copy()
-            gamma, alpha = r @ r, None
+            gamma, gamma_old, alpha = r @ r, None, None
             for step in range(steps):
                 q = a @ p
                 expected = gamma / (p @ q)
@@ -54,8 +54,8 @@ def check_alpha_recurrence(next_alpha, sizes=(12, 40), seeds=(1, 2), steps: int 
                             f"next_alpha({gamma:.6g}, {gamma_old:.6g}, {r @ (a @ r):.6g}, "
                             f"{alpha:.6g}) returned {float(got):.6g}, but CG's alpha = "
                             f"(r,u)/(p,Ap) is {expected:.6g} at step {step} of a CG on a "
-                            f"{n} x {n} system (no preconditioner: u = r). Use "
-                            "beta = gamma_new / gamma and delta - beta * gamma_new / alpha.")
+                            f"{n} x {n} system (no preconditioner: u = r). Check beta = "
+                            "gamma_new / gamma and which earlier scalars the recurrence uses.")
                 alpha = expected
                 r = r - alpha * q
                 gamma_old, gamma = gamma, r @ r
