@@ -1,28 +1,19 @@
-"""Write a BoxMesh and nodal fields as a legacy ASCII VTK file (ParaView, VisIt, meshio read it).
+"""Write a BoxMesh and nodal fields for ParaView or VisIt, through meshio, in the format the file
+name's extension asks for:
 
-The format, the same the standalone programs fem3d_c / fem3d_f write:
+    .vtu    VTK XML unstructured grid, binary (zlib-compressed): the one to use for real meshes
+    .vtk    legacy VTK, text (version 4.2: POINTS, CELLS with 8 node numbers per cell, CELL_TYPES,
+            POINT_DATA): the layout the standalone programs fem3d_c / fem3d_f write, easy to read
 
-    # vtk DataFile Version 3.0
-    <title>
-    ASCII
-    DATASET UNSTRUCTURED_GRID
-    POINTS <n_node> double
-    x y z                           one line per node
-    CELLS <n_elem> <9 n_elem>
-    8 n0 n1 ... n7                  one line per element, 0-based node numbers
-    CELL_TYPES <n_elem>
-    12                              VTK_HEXAHEDRON, one line per element
-    POINT_DATA <n_node>
-    SCALARS <name> double 1         per scalar field (VECTORS <name> double for (n_node, 3) fields)
-    LOOKUP_TABLE default
-    value                           one line per node
-
-VTK's hexahedron numbers its corners as our local order does (bottom face 0-3 counter-clockwise,
-top face 4-7 above it), so the connectivity is written as it is.
+VTK's hexahedron (cell type 12) numbers its corners as our local order does (bottom face 0-3
+counter-clockwise, top face 4-7 above it), so the connectivity is written as it is. Values are
+written exactly (binary, or the shortest text that reads back to the same double).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from pathlib import Path
 
@@ -30,16 +21,22 @@ import numpy as np
 
 from .mesh import BoxMesh
 
-VTK_HEXAHEDRON = 12
+# extension -> (meshio format, what it is)
+FORMATS = {".vtu": ("vtu", "VTK XML, binary"), ".vtk": ("vtk42", "legacy VTK, text")}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
-def write_vtk(path, mesh: BoxMesh, point_data: dict[str, np.ndarray] | None = None,
-              title: str = "course fem3d") -> Path:
-    """Write `mesh` and the nodal fields `point_data` ({name: array of n_node values, or
-    (n_node, 3) vectors}) to `path`; returns the path."""
-    if not isinstance(mesh, BoxMesh):
-        raise TypeError(f"mesh must be a course.mesh.BoxMesh, got {type(mesh).__name__}")
+def file_format(path) -> str:
+    """The meshio format for the extension of `path`; ValueError for any other extension."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        what = f"extension {suffix!r}" if suffix else "no extension"
+        choices = " or ".join(f"{ext} ({kind})" for ext, (_, kind) in FORMATS.items())
+        raise ValueError(f"{path}: {what}; use {choices}")
+    return FORMATS[suffix][0]
+
+
+def _checked_fields(mesh: BoxMesh, point_data) -> dict[str, np.ndarray]:
     fields = {}
     for name, values in (point_data or {}).items():
         if not isinstance(name, str) or not _NAME.match(name):
@@ -51,24 +48,21 @@ def write_vtk(path, mesh: BoxMesh, point_data: dict[str, np.ndarray] | None = No
         if not np.all(np.isfinite(values)):
             raise ValueError(f"point_data {name!r} must hold finite numbers only")
         fields[name] = values
-    if "\n" in title:
-        raise ValueError("title must be one line")
+    return fields
+
+
+def write_vtk(path, mesh: BoxMesh, point_data: dict[str, np.ndarray] | None = None) -> Path:
+    """Write `mesh` and the nodal fields `point_data` ({name: array of n_node values, or
+    (n_node, 3) vectors}) to `path` (.vtu or .vtk, see the module's docstring); returns the
+    path."""
+    import meshio
+
+    if not isinstance(mesh, BoxMesh):
+        raise TypeError(f"mesh must be a course.mesh.BoxMesh, got {type(mesh).__name__}")
+    fmt = file_format(path)
+    data = meshio.Mesh(mesh.xyz, [("hexahedron", mesh.elements)],
+                       point_data=_checked_fields(mesh, point_data))
     path = Path(path)
-    with open(path, "w") as f:
-        f.write(f"# vtk DataFile Version 3.0\n{title}\nASCII\nDATASET UNSTRUCTURED_GRID\n")
-        f.write(f"POINTS {mesh.n_node} double\n")
-        np.savetxt(f, mesh.xyz, fmt="%.17g")
-        f.write(f"CELLS {mesh.n_elem} {9 * mesh.n_elem}\n")
-        cells = np.column_stack([np.full(mesh.n_elem, 8), mesh.elements])
-        np.savetxt(f, cells, fmt="%d")
-        f.write(f"CELL_TYPES {mesh.n_elem}\n")
-        np.savetxt(f, np.full(mesh.n_elem, VTK_HEXAHEDRON), fmt="%d")
-        if fields:
-            f.write(f"POINT_DATA {mesh.n_node}\n")
-        for name, values in fields.items():
-            if values.ndim == 1:
-                f.write(f"SCALARS {name} double 1\nLOOKUP_TABLE default\n")
-            else:
-                f.write(f"VECTORS {name} double\n")
-            np.savetxt(f, values, fmt="%.17g")
+    with contextlib.redirect_stderr(io.StringIO()):     # "ASCII files are only meant for debugging"
+        meshio.write(path, data, file_format=fmt, binary=fmt == "vtu")
     return path

@@ -607,20 +607,46 @@ def test_problem_fields():
 
 # --- VTK -------------------------------------------------------------------------------------------
 
-def test_vtk_read_by_meshio(tmp_path):
+@pytest.mark.parametrize("suffix", [".vtu", ".vtk"])
+def test_vtk_read_by_meshio(tmp_path, suffix):
     meshio = pytest.importorskip("meshio")
     m = mesh.box_mesh(3, 4, 2, 0.5, 0.25, 2.0)
     t = np.sin(m.xyz[:, 0]) + m.xyz[:, 2] / 3
-    path = vtk.write_vtk(tmp_path / "out.vtk", m, {"temperature": t, "flux": m.xyz * 2})
-    data = meshio.read(path)
+    path = vtk.write_vtk(tmp_path / f"out{suffix}", m, {"temperature": t, "flux": m.xyz * 2})
+    data = meshio.read(path)                     # by the extension, as ParaView does
     np.testing.assert_array_equal(data.points, m.xyz)
     assert len(data.cells) == 1 and data.cells[0].type == "hexahedron"
     np.testing.assert_array_equal(data.cells[0].data, m.elements)
-    np.testing.assert_array_equal(np.ravel(data.point_data["temperature"]), t)   # %.17g: exact
+    np.testing.assert_array_equal(np.ravel(data.point_data["temperature"]), t)   # exact
     np.testing.assert_array_equal(data.point_data["flux"], m.xyz * 2)
-    text = path.read_text().splitlines()
-    assert text[0] == "# vtk DataFile Version 3.0" and text[2] == "ASCII"
-    assert "CELL_TYPES 24" in text and "POINT_DATA 60" in text
+
+
+def test_vtu_is_vtk_xml_binary(tmp_path):
+    """A .vtu file is VTK XML with binary data arrays (not legacy text under another name, which
+    meshio and ParaView reject)."""
+    m = mesh.box_mesh(2, 2, 2)
+    head = vtk.write_vtk(tmp_path / "t.vtu", m, {"temperature": m.xyz[:, 0]}).read_bytes()[:400]
+    assert head.startswith(b"<?xml") and b'<VTKFile type="UnstructuredGrid"' in head
+    assert b'format="binary"' in head and b"# vtk DataFile" not in head
+
+
+def test_vtk_legacy_text_shows_its_sections(tmp_path):
+    """.vtk is the legacy text format (the lecture prints its section headers), no blank lines."""
+    m = mesh.box_mesh(3, 4, 2)
+    text = vtk.write_vtk(tmp_path / "t.vtk", m, {"temperature": m.xyz[:, 2]}).read_text()
+    lines = text.splitlines()
+    assert lines[0].startswith("# vtk DataFile Version") and lines[2] == "ASCII"
+    assert "CELL_TYPES 24" in lines and "POINT_DATA 60" in lines
+    assert all(line.split() for line in lines)
+
+
+@pytest.mark.parametrize("name", ["t.txt", "t.VTKX", "t", "t.vtu.gz"])
+def test_vtk_refuses_unknown_extensions(tmp_path, name):
+    m = mesh.box_mesh(2, 2, 2)
+    with pytest.raises(ValueError, match=r"\.vtu.*\.vtk") as info:
+        vtk.write_vtk(tmp_path / name, m, {})
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / name).exists()
 
 
 def test_vtk_refuses_bad_fields(tmp_path):
