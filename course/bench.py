@@ -343,17 +343,19 @@ A64FX_LADDER = {"v0": (1.671, 1.564), "v1": (1.480, 1.122), "v2": (0.747, 0.809)
                 "v3": (0.707, 0.834)}
 
 NUMA_COMMANDS = """\
-# on a node with several NUMA nodes (lscpu: "NUMA node(s)" > 1), one thread per core:
+# from the repository root, on a node with several NUMA nodes (lscpu: "NUMA node(s)" > 1),
+# one thread per core:
 export OMP_PLACES=cores OMP_PROC_BIND=spread
-numactl --localalloc python -m course bench openmp --json local.json       # first touch decides
-numactl --interleave=all python -m course bench openmp --json spread.json  # pages dealt round
-OMP_NUM_THREADS=48 build/native/release/bin/solf INPUT.DAT v0              # then v1, v2, v3"""
+numactl --localalloc .venv/bin/python -m course bench openmp --json local.json
+numactl --interleave=all .venv/bin/python -m course bench openmp --json spread.json
+# the program, v0 then v1, v2, v3 (32^3 cells; 128 128 128 on line 1 for the seed's size):
+OMP_NUM_THREADS=48 build/native/release/bin/solf examples/04_openmp/INPUT.DAT v0"""
 
 
 def topology() -> dict:
     """What the thread sweep ran on: cores, sockets, NUMA nodes, CPU model and L3 (lscpu), and the
     OpenMP placement variables."""
-    info = {"cores": os.cpu_count(), "sockets": toolchain.sockets(),
+    info = {"cores": toolchain.usable_cores(), "sockets": toolchain.sockets(),
             "numa_nodes": toolchain.numa_nodes(), "model": None, "l3_cache": None,
             "OMP_PLACES": os.environ.get("OMP_PLACES"),
             "OMP_PROC_BIND": os.environ.get("OMP_PROC_BIND")}
@@ -390,9 +392,9 @@ def _check_openmp_args(sizes, langs, threads):
     bad = [lang for lang in langs if lang not in OPENMP_LANGS]
     if bad:
         raise ValueError(f"bench openmp measures {', '.join(OPENMP_LANGS)}, not {', '.join(bad)}")
-    threads = list(threads) if threads else list(range(1, (os.cpu_count() or 1) + 1))
+    threads = list(threads) if threads else list(range(1, toolchain.usable_cores() + 1))
     for t in threads:
-        native.check_int(t, "threads", minimum=1)
+        problems.check_threads(t)
     if "numba" in langs and max(threads) > problems.default_threads("numba"):
         raise ValueError(f"numba runs at most {problems.default_threads('numba')} threads "
                          f"(NUMBA_NUM_THREADS); the sweep asks for {max(threads)}")

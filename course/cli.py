@@ -49,7 +49,11 @@ def _solve(args) -> int:
     if args.threads is not None:
         if args.threads < 1:
             raise ValueError(f"--threads must be positive, got {args.threads}")
+        problems.check_threads(args.threads, f"--threads {args.threads}")
         os.environ["OMP_NUM_THREADS"] = str(args.threads)   # read when the library loads
+    elif os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
+        threads = int(os.environ["OMP_NUM_THREADS"])
+        problems.check_threads(threads, f"OMP_NUM_THREADS={threads}")
     if args.problem == "fem1d":
         if args.n < 1:
             raise ValueError(f"--n must be a positive number of elements, got {args.n}")
@@ -74,6 +78,8 @@ def _solve_fem3d(args, problems) -> dict:
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be a positive number of elements, "
                              f"got {getattr(args, name)}")
+    if args.vtk is not None:
+        check_output(args.vtk, "--vtk", _vtk_format)
     if args.parallel:
         return _solve_fem3d_parallel(args)
     given = [f"--{name.replace('_', '-')}" for name in ("partition", "exchange", "px", "py", "pz",
@@ -88,10 +94,6 @@ def _solve_fem3d(args, problems) -> dict:
         if given:
             raise ValueError(f"{', '.join(given)} cannot be used with --manufactured (its source "
                              f"and boundary conditions are fixed)")
-    if args.vtk is not None:
-        folder = Path(args.vtk).resolve().parent
-        if not folder.is_dir():
-            raise FileNotFoundError(f"--vtk: folder {folder} does not exist")
     options = {name: getattr(args, name) for name in ("qvol", "qflux", "fixed_face")
                if getattr(args, name) is not None}
     result = problems.fem3d(args.nx, args.ny, args.nz, args.lang, manufactured=args.manufactured,
@@ -134,9 +136,23 @@ def _solve_fem3d_parallel(args) -> dict:
     return result
 
 
-def _pipecg_options(group) -> None:
-    """The CG variants of 06_pipecg (distributed solves)."""
+def _distributed_options(parser, problem: str, what: str, unit: str) -> None:
+    """--parallel and its options (05_halo: partition and exchange; 06_pipecg: the CG variant)."""
     from .solvers import ALGORITHMS
+
+    group = parser.add_argument_group(f"distributed (05_halo, 06_pipecg): mpiexec -n P python -m "
+                                      f"course solve {problem} --parallel ...")
+    group.add_argument("--parallel", action="store_true",
+                       help=f"partition {what} over the MPI ranks and solve with the distributed "
+                            f"CG")
+    group.add_argument("--partition", choices=("blocks", "metis"),
+                       help=f"{unit} -> rank map: PX x PY x PZ blocks (default) or METIS k-way")
+    for axis in "xyz":
+        group.add_argument(f"--p{axis}", type=int, help=f"blocks along {axis} (with --py, --pz; "
+                                                         f"default: the most cube-like blocks)")
+    group.add_argument("--exchange", choices=("p2p", "persistent", "neighbor", "allgather"),
+                       help="halo exchange: Isend/Irecv (default), persistent requests, "
+                            "MPI_Neighbor_alltoallv, or the naive Allgatherv of the whole vector")
     group.add_argument("--cg", choices=ALGORITHMS,
                        help="CG variant: pcg (2 blocking reductions per iteration, default), "
                             "chronopoulos-gear (1 fused), gropp (2 hidden), pipelined (1 hidden)")
@@ -146,6 +162,43 @@ def _pipecg_options(group) -> None:
     group.add_argument("--residual-replacement", type=_positive(int), metavar="N",
                        help="every N iterations recompute the recursive residual (and the other "
                             "recurrences) from x")
+
+
+def check_output(path, option: str, check_format=None) -> None:
+    """Refuse, before any work, an output file that cannot be written (its folder missing or not
+    writable, the path a folder, the file read-only) or, with check_format(path), whose extension
+    names no format it can be written in: one line that names the option."""
+    path = Path(path)
+    folder = path.resolve().parent
+    if path.is_dir():
+        raise ValueError(f"{option} {path}: is a folder, not a file")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{option}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and
+                                                    not os.access(path, os.W_OK)):
+        raise ValueError(f"{option}: cannot write {path} (no permission, or a read-only folder)")
+    if check_format is not None:
+        try:
+            check_format(path)
+        except ValueError as err:
+            raise ValueError(f"{option} {err}") from None
+
+
+def _vtk_format(path) -> None:
+    from .vtk import file_format
+
+    file_format(path)
+
+
+def _plot_format(path) -> None:
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = path.suffix.lower()
+    if suffix[1:] not in formats:
+        what = f"extension {suffix!r}" if suffix else "no extension"
+        raise ValueError(f"{path}: {what}; matplotlib writes "
+                         f"{', '.join('.' + ext for ext in sorted(formats))}")
 
 
 def _write_vtk(path, mesh, t) -> None:
@@ -203,12 +256,10 @@ def _partition(args) -> int:
     dims = [getattr(args, name) for name in ("px", "py", "pz")]
     if any(d is not None for d in dims) and None in dims:
         raise ValueError("--px, --py and --pz go together")
+    check_output(local_path(args.out, 0), "--out")
     box = box_mesh(args.nx, args.ny, args.nz, args.dx, args.dy, args.dz)
     owner = make_partition(box, args.partition, args.ranks,
                            None if dims[0] is None else tuple(dims))
-    folder = Path(args.out).resolve().parent
-    if not folder.is_dir():
-        raise FileNotFoundError(f"--out: folder {folder} does not exist")
     files = []
     for local in all_local_data(box, owner):
         path = local_path(args.out, local.rank)
@@ -228,6 +279,10 @@ MPI_SUITES = ("halo", "pipecg")        # they start mpiexec themselves
 def _bench(args) -> int:
     from . import bench
 
+    if args.json:
+        check_output(args.json, "--json")
+    if args.plot:
+        check_output(args.plot, "--plot", _plot_format)
     kwargs = {"repeat": args.repeat}
     if args.sizes:
         kwargs["sizes"] = args.sizes
@@ -343,21 +398,10 @@ def parser() -> argparse.ArgumentParser:
     s3.add_argument("--fixed-face", choices=FACES, help="face with T = 0 (default zmax)")
     s3.add_argument("--tol", type=_positive_finite, default=1e-8,
                     help="CG tolerance, relative residual (default 1e-8)")
-    s3.add_argument("--vtk", metavar="FILE", help="write the mesh and temperature (legacy VTK)")
-    par = s3.add_argument_group("distributed (05_halo): mpiexec -n P python -m course solve fem3d "
-                                "--parallel ...")
-    par.add_argument("--parallel", action="store_true",
-                     help="partition the mesh over the MPI ranks and solve with the distributed "
-                          "CG (the model problem)")
-    par.add_argument("--partition", choices=("blocks", "metis"),
-                     help="node -> rank map: PX x PY x PZ blocks (default) or METIS k-way")
-    for axis in "xyz":
-        par.add_argument(f"--p{axis}", type=int, help=f"blocks along {axis} (with --py, --pz; "
-                                                       f"default: the most cube-like blocks)")
-    par.add_argument("--exchange", choices=("p2p", "persistent", "neighbor", "allgather"),
-                     help="halo exchange: Isend/Irecv (default), persistent requests, "
-                          "MPI_Neighbor_alltoallv, or the naive Allgatherv of the whole vector")
-    _pipecg_options(par)
+    s3.add_argument("--vtk", metavar="FILE",
+                    help="write the mesh and temperature: FILE.vtu (VTK XML, binary) or FILE.vtk "
+                         "(legacy VTK, text)")
+    _distributed_options(s3, "fem3d", "the mesh", "node")
     _common_solve_options(s3)
 
     sp = problem.add_parser("poisson", help="3D Poisson, finite volumes, the OpenMP PCG ladder "
@@ -379,6 +423,7 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--lang", choices=("c", "fortran", "numba"), default="c")
     sp.add_argument("--threads", type=int, help="OpenMP (c, fortran) or Numba threads")
     sp.add_argument("--json", action="store_true", help="print one JSON object")
+    _distributed_options(sp, "poisson", "the cells", "cell")
     sp.set_defaults(run=_solve)
 
     pa = sub.add_parser("partition", help="write the local data files of a partition (05_halo)",

@@ -21,6 +21,8 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from . import toolchain
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPILED_LANGS = ("c", "fortran")
 VARIANTS = ("release", "sanitize")
@@ -102,7 +104,7 @@ def build(variant: str = "release", werror: bool = True, verbose: bool = False,
         _run(["cmake", "-S", str(ROOT), "-B", str(out), "-DCMAKE_BUILD_TYPE=Release",
               f"-DCOURSE_WERROR={'ON' if werror else 'OFF'}",
               f"-DCOURSE_SANITIZE={'ON' if variant == 'sanitize' else 'OFF'}"], verbose)
-        _run(["cmake", "--build", str(out), "--parallel", str(os.cpu_count() or 2)], verbose)
+        _run(["cmake", "--build", str(out), "--parallel", str(toolchain.usable_cores())], verbose)
         for lib in _LIBRARY.values():   # mark as fresh even when nothing needed recompiling
             (out / "lib" / lib).touch()
     return out

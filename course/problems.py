@@ -11,15 +11,34 @@ import time
 import numba
 import numpy as np
 
-from . import fem, fvm, mesh, native, solvers
+from . import fem, fvm, mesh, native, solvers, toolchain
 from .langs import check_lang
 
 
 def threads_for(lang: str) -> int:
     """Threads the kernels of `lang` use: OpenMP's for C/Fortran, 1 for the serial twins."""
     if lang in ("c", "fortran"):
-        return int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1))
+        return int(os.environ.get("OMP_NUM_THREADS", toolchain.usable_cores()))
     return 1
+
+
+THREADS_PER_CORE_MAX = 16
+
+
+def check_threads(threads: int, label: str | None = None) -> int:
+    """threads, if it is a positive integer and at most THREADS_PER_CORE_MAX per usable core (the
+    OpenMP runtime crashes when asked for tens of thousands; beyond the cores threads only take
+    turns); ValueError otherwise. `label` names the value in the message (default "threads N").
+    The programs solc and solf refuse the same with the same words."""
+    label = label or f"threads {threads}"
+    threads = native.check_int(threads, label.split()[0], minimum=1)
+    cores = toolchain.usable_cores()
+    limit = THREADS_PER_CORE_MAX * cores
+    if threads > limit:
+        raise ValueError(f"{label} is more than {THREADS_PER_CORE_MAX} per core: this process "
+                         f"may use {cores} core(s), so at most {limit} threads (more only take "
+                         f"turns)")
+    return threads
 
 
 def default_threads(lang: str) -> int:
@@ -31,7 +50,7 @@ def default_threads(lang: str) -> int:
 def set_threads(lang: str, threads: int) -> None:
     """Threads of the next parallel regions of `lang`: OpenMP (c, fortran: omp_set_num_threads)
     or Numba (at most NUMBA_NUM_THREADS)."""
-    threads = native.check_int(threads, "threads", minimum=1)
+    threads = check_threads(threads)
     if lang != "numba":
         native.set_threads(lang, threads)
     elif threads > numba.config.NUMBA_NUM_THREADS:
@@ -39,6 +58,57 @@ def set_threads(lang: str, threads: int) -> None:
                          f"(NUMBA_NUM_THREADS), got {threads}")
     else:
         numba.set_num_threads(threads)
+
+
+# --- memory: a problem that cannot fit is refused before anything is allocated --------------------
+
+# Bytes per unknown, estimated: the matrix rows (value 8 + column 4 bytes per entry), counted twice
+# because assembly holds the pattern and the values while the matrix is built, and the vectors
+# (coordinates, right-hand side, CG's work vectors, the solution, the exact one). Measured peaks
+# (resident set, 100^3 elements, 60..120^3 cells): fem3d 620 (c) .. 800 (numpy), poisson 130.
+FEM1D_BYTES_PER_NODE = 3 * 12 * 2 + 16 * 8
+FEM3D_BYTES_PER_NODE = 27 * 12 * 2 + 16 * 8
+POISSON_BYTES_PER_CELL = 7 * 12 * 2 + 8 * 8
+_MEMINFO = "/proc/meminfo"
+_CGROUP = "/sys/fs/cgroup"
+_CGROUP_FILES = (("memory.max", "memory.current"),                              # cgroup v2
+                 ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes"))  # v1
+
+
+def _first_int(path) -> int | None:
+    try:
+        return int(open(path).read().split()[0])
+    except (OSError, ValueError, IndexError):                # absent, or "max": no limit
+        return None
+
+
+def memory_available(meminfo=_MEMINFO, cgroup=_CGROUP) -> tuple[int | None, str]:
+    """The bytes this process can still allocate and where the figure comes from: MemAvailable of
+    /proc/meminfo, or the limit of its memory cgroup (a container, a batch job) less the cgroup's
+    usage, whichever is less; (None, "unknown") where neither can be read."""
+    found = []
+    try:
+        for line in open(meminfo):
+            if line.startswith("MemAvailable:"):
+                found.append((int(line.split()[1]) * 1024, f"MemAvailable in {meminfo}"))
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit_file, usage_file in _CGROUP_FILES:
+        limit = _first_int(f"{cgroup}/{limit_file}")
+        usage = _first_int(f"{cgroup}/{usage_file}")
+        if limit is not None and usage is not None and limit < 2**60:   # v1: 2^63 - 4096, none
+            found.append((max(limit - usage, 0), f"cgroup limit {limit / 1e9:.1f} GB less "
+                                                 f"{usage / 1e9:.1f} GB used"))
+    return min(found) if found else (None, "unknown")
+
+
+def check_memory(needed: float, what: str) -> None:
+    """ValueError, one line, when `needed` bytes (an estimate) are more than memory_available()."""
+    available, source = memory_available()
+    if available is not None and needed > available:
+        raise ValueError(f"{what} needs about {needed / 1e9:.1f} GB of memory, but only "
+                         f"{available / 1e9:.1f} GB are available ({source}): choose a smaller "
+                         f"size")
 
 
 def fem1d(n_elem: int = 100, lang: str = "numpy", length: float = 1.0, cond: float = 1.0,
@@ -52,6 +122,8 @@ def fem1d(n_elem: int = 100, lang: str = "numpy", length: float = 1.0, cond: flo
     the timings.
     """
     check_lang(lang)
+    if int(n_elem) == n_elem and n_elem >= 1:               # (line_mesh refuses the others)
+        check_memory(FEM1D_BYTES_PER_NODE * (n_elem + 1.0), f"fem1d on {n_elem} elements")
     if warm_up:
         fem1d(2, lang, length, cond, qvol, qflux, tol, warm_up=False)
     t0 = time.perf_counter()
@@ -107,6 +179,8 @@ def fem3d(nx: int = 8, ny: int = 8, nz: int = 8, lang: str = "numpy", manufactur
     mesh.check_face(fixed_face)
     tol = native.check_real(tol, "tol", positive=True)
     box = mesh.box_mesh(nx, ny, nz, dx, dy, dz)       # checks the sizes; arrays made when used
+    check_memory(FEM3D_BYTES_PER_NODE * box.n_node,
+                 f"fem3d on {box.nx} x {box.ny} x {box.nz} elements ({box.n_node} nodes)")
     if warm_up:
         fem3d(2, 2, 2, lang, manufactured, cond=cond, qvol=qvol, qflux=qflux,
               fixed_face=fixed_face, tol=tol, warm_up=False)
@@ -176,6 +250,8 @@ def poisson(nx: int = 32, ny: int = 32, nz: int = 32, version: str = "v3", fmt: 
         nx, ny, nz, dx, dy, dz, tol = (params[k] for k in ("nx", "ny", "nz", "dx", "dy", "dz",
                                                            "eps"))
     fvm._check_box(nx, ny, nz, dx, dy, dz)
+    check_memory(POISSON_BYTES_PER_CELL * float(nx) * ny * nz,
+                 f"poisson on {nx} x {ny} x {nz} cells")
     tol = native.check_real(tol, "tol", positive=True)
     if threads is not None:
         set_threads(lang, threads)

@@ -100,6 +100,16 @@ def _version(text: str | None) -> str | None:
     return match.group(0) if match else None
 
 
+def usable_cores() -> int:
+    """The CPUs this process may run on: its affinity mask (what taskset, numactl, a cgroup cpuset
+    or a batch job grants; what OpenMP starts its threads on), not every CPU of the machine that
+    os.cpu_count() counts. Hardware threads (SMT) count as CPUs, as they do for OpenMP."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):          # not Linux
+        return os.cpu_count() or 1
+
+
 def numa_nodes() -> int:
     nodes = list(Path("/sys/devices/system/node").glob("node[0-9]*"))
     return max(len(nodes), 1)
@@ -150,7 +160,7 @@ def report() -> dict:
         "mpi_family": mpi_family(mpiexec),
         "mpi4py": mpi4py_version,
         "mpi4py_library": mpi4py_lib,
-        "cores": os.cpu_count(),
+        "cores": usable_cores(),
         "sockets": sockets(),
         "numa_nodes": numa_nodes(),
         "platform": platform.platform(),

@@ -60,9 +60,10 @@ def test_solve_text_output():
     assert "error_h1" in result.stdout and "peak_memory_mb" in result.stdout
 
 
-def test_solve_vtk(tmp_path):
+@pytest.mark.parametrize("suffix", [".vtu", ".vtk"])
+def test_solve_vtk(tmp_path, suffix):
     meshio = pytest.importorskip("meshio")
-    path = tmp_path / "t.vtk"
+    path = tmp_path / f"t{suffix}"
     out = solve_json("--nx", "4", "--ny", "3", "--nz", "5", "--lang", "numba", "--qflux", "2",
                      "--vtk", str(path))
     assert out["vtk"] == str(path)
@@ -94,12 +95,16 @@ BAD_ARGS = {
     "manufactured-with-qflux": (["--manufactured", "--qflux", "1"], "--qflux"),
     "manufactured-with-fixed-face": (["--manufactured", "--fixed-face", "xmin"], "--fixed-face"),
     "vtk-missing-folder": (["--vtk", "/nonexistent/folder/t.vtk"], "--vtk"),
+    "vtk-unknown-extension": (["--vtk", "t.txt"], "--vtk"),
+    "vtk-no-extension": (["--vtk", "t"], "--vtk"),
+    "vtk-a-folder": (["--vtk", "."], "--vtk"),
     "fem1d-option": (["--n", "10"], "--n"),
     "unknown-option": (["--bogus"], "--bogus"),
 }
 # errors found by course itself, not by argparse: exactly one line on stderr
 OWN_ERRORS = {"nx-zero", "ny-negative", "nz-zero", "threads-zero", "manufactured-with-qflux",
-              "manufactured-with-fixed-face", "vtk-missing-folder"}
+              "manufactured-with-fixed-face", "vtk-missing-folder", "vtk-unknown-extension",
+              "vtk-no-extension", "vtk-a-folder"}
 
 
 @pytest.mark.parametrize("case", list(BAD_ARGS))
@@ -107,6 +112,15 @@ def test_solve_bad_arguments(case):
     args, name = BAD_ARGS[case]
     result = run_course("solve", "fem3d", *args, "--lang", "numpy", timeout=120)
     assert_one_error(result, name, by_course=case in OWN_ERRORS)
+
+
+def test_vtk_extension_is_refused_before_solving(tmp_path):
+    """200^3 elements take minutes to solve: the error must come first, and no file be written."""
+    result = run_course("solve", "fem3d", "--nx", "200", "--ny", "200", "--nz", "200",
+                        "--lang", "numpy", "--vtk", "T.txt", cwd=tmp_path, timeout=60)
+    assert_one_error(result, "--vtk", by_course=True)
+    assert ".vtu" in result.stderr and ".vtk" in result.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_main_in_process_reports_value_errors(capsys):

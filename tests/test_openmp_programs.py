@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, env_with, limit_memory, run_program
-from course import fvm, native, solvers
+from course import fvm, native, problems, solvers, toolchain
 
 PROGRAMS = [pytest.param("solc", id="c"), pytest.param("solf", id="fortran")]
 NAMES = ("solc", "solf")
@@ -360,3 +360,22 @@ def test_c_and_fortran_messages_agree(binaries, tmp_path, case_id):
         messages[name] = (result.returncode, result.stdout,
                           _normalise(result.stderr, binaries[name], name))
     assert messages["solc"] == messages["solf"]
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_absurd_thread_count_is_refused(name, binaries, tmp_path):
+    """OMP_NUM_THREADS=100000 crashed the OpenMP runtime (SIGSEGV): more than 16 threads per core
+    the process may use is refused in one line, exit status 2, in the words of `course solve`;
+    the limit itself runs."""
+    (tmp_path / "case.dat").write_text(GOOD)
+    cores = toolchain.usable_cores()
+    limit = problems.THREADS_PER_CORE_MAX * cores
+    for threads in (100000, limit + 1):
+        result = run_program(binaries[name], "case.dat", "v1", cwd=tmp_path,
+                             env=env_with(OMP_NUM_THREADS=threads))
+        assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+        assert result.stdout == ""
+        with pytest.raises(ValueError) as python_side:
+            problems.check_threads(threads, f"OMP_NUM_THREADS={threads}")
+        assert result.stderr.splitlines() == [f"{name}: {python_side.value}"]
+    assert solve(binaries, name, "case.dat", "v1", cwd=tmp_path, threads=limit)["threads"] == limit

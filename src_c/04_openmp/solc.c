@@ -11,7 +11,7 @@
  * insulated. v0 generates the matrix (CRS) serially, v1 in parallel (first touch), v2 and v3 in
  * ELL, in parallel. The threads: OMP_NUM_THREADS. Prints a summary with phi's largest value and
  * the sum of phi (a checksum to compare versions, thread counts and languages). Exit status: 0
- * converged, 1 not converged (or out of memory), 2 bad input or command line. */
+ * converged, 1 not converged (or out of memory), 2 bad input, command line or thread count. */
 #include <limits.h>
 #include <omp.h>
 #include <stdio.h>
@@ -22,6 +22,9 @@
 #include "input.h"
 
 static const char *const VERSIONS[4] = {"v0", "v1", "v2", "v3"};
+/* at most this many threads per core (the OpenMP runtime itself crashes when asked for tens of
+ * thousands; beyond the cores, threads only take turns); the same limit as course.problems */
+#define THREADS_PER_CORE_MAX 16
 
 typedef struct {
     int nx, ny, nz;
@@ -54,6 +57,19 @@ static problem read_input(const char *path)
     return p;
 }
 
+/* OMP_NUM_THREADS within THREADS_PER_CORE_MAX per core of those this process may use (its
+ * affinity mask, as omp_get_num_procs counts them), or a one-line error and exit status 2 */
+static void check_threads(void)
+{
+    const int cores = omp_get_num_procs(), threads = omp_get_max_threads();
+    if (threads > THREADS_PER_CORE_MAX * cores) {
+        fprintf(stderr, "solc: OMP_NUM_THREADS=%d is more than %d per core: this process may use "
+                "%d core(s), so at most %d threads (more only take turns)\n", threads,
+                THREADS_PER_CORE_MAX, cores, THREADS_PER_CORE_MAX * cores);
+        exit(2);
+    }
+}
+
 static void out_of_memory(const problem *p)
 {
     fprintf(stderr, "solc: out of memory for NX NY NZ = %d %d %d\n", p->nx, p->ny, p->nz);
@@ -84,6 +100,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "solc: unknown version '%s' (expected v0, v1, v2 or v3)\n", name);
         return 2;
     }
+    check_threads();
     const problem p = read_input(path);
     const int n = p.nx * p.ny * p.nz;
     const int nnz = 2 * ((p.nx - 1) * p.ny * p.nz + p.nx * (p.ny - 1) * p.nz

@@ -11,11 +11,11 @@
 ! insulated. v0 generates the matrix (CRS) serially, v1 in parallel (first touch), v2 and v3 in
 ! ELL, in parallel. The threads: OMP_NUM_THREADS. Prints a summary with phi's largest value and
 ! the sum of phi (a checksum to compare versions, thread counts and languages). Exit status: 0
-! converged, 1 not converged (or out of memory), 2 bad input or command line.
+! converged, 1 not converged (or out of memory), 2 bad input, command line or thread count.
 program solf
     use, intrinsic :: iso_fortran_env, only: error_unit, output_unit, int64
     use, intrinsic :: iso_c_binding, only: c_int, c_double
-    use omp_lib, only: omp_get_wtime, omp_get_max_threads
+    use omp_lib, only: omp_get_wtime, omp_get_max_threads, omp_get_num_procs
     use course_poisson, only: poi_gen_crs, poi_gen_ell
     use course_pcg_ladder, only: pcg_v0, pcg_v1, pcg_v2, pcg_v3
     use course_input, only: input_file, input_open, input_close, input_ints, input_reals, &
@@ -24,6 +24,9 @@ program solf
     implicit none
     integer, parameter :: dp = c_double
     character(len=2), parameter :: VERSIONS(0:3) = ['v0', 'v1', 'v2', 'v3']
+    ! at most this many threads per core (the OpenMP runtime itself crashes when asked for tens of
+    ! thousands; beyond the cores, threads only take turns); the same limit as course.problems
+    integer, parameter :: THREADS_PER_CORE_MAX = 16
 
     character(len=:), allocatable :: input_path, name, format_text, status_text
     integer :: version, v, exit_status, alloc_stat
@@ -44,6 +47,7 @@ program solf
         deallocate(input_path, name)
         stop 2, quiet=.true.
     end if
+    call check_threads()
     call read_input(input_path)
     deallocate(input_path)          ! main-program variables are never freed automatically
     n = cells(1) * cells(2) * cells(3)
@@ -184,6 +188,23 @@ contains
         eps = one(1)
         call input_close(in)
     end subroutine read_input
+
+    ! OMP_NUM_THREADS within THREADS_PER_CORE_MAX per core of those this process may use (its
+    ! affinity mask, as omp_get_num_procs counts them), or a one-line error and exit status 2
+    subroutine check_threads()
+        integer :: cores, threads
+
+        cores = omp_get_num_procs()
+        threads = omp_get_max_threads()
+        if (threads > THREADS_PER_CORE_MAX * cores) then
+            write(error_unit, '(a)') 'solf: OMP_NUM_THREADS=' // c_d(threads) // ' is more than ' &
+                // c_d(THREADS_PER_CORE_MAX) // ' per core: this process may use ' // c_d(cores) &
+                // ' core(s), so at most ' // c_d(THREADS_PER_CORE_MAX * cores) &
+                // ' threads (more only take turns)'
+            deallocate(input_path, name)
+            stop 2, quiet=.true.
+        end if
+    end subroutine check_threads
 
     subroutine out_of_memory()
         write(error_unit, '(a)') 'solf: out of memory for NX NY NZ = ' // c_d(cells(1)) // ' ' // &
