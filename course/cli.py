@@ -80,14 +80,9 @@ def _solve_fem3d(args, problems) -> dict:
                              f"got {getattr(args, name)}")
     if args.vtk is not None:
         check_output(args.vtk, "--vtk", _vtk_format)
-    if args.parallel:
-        return _solve_fem3d_parallel(args)
-    given = [f"--{name.replace('_', '-')}" for name in ("partition", "exchange", "px", "py", "pz",
-                                                         "cg", "residual_replacement")
-             if getattr(args, name) is not None] + (["--iallreduce"] if args.iallreduce else [])
-    if given:
-        raise ValueError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} "
-                         f"--parallel")
+    distributed = _distributed_args(args)
+    if distributed is not None:
+        return _solve_fem3d_parallel(args, distributed)
     if args.manufactured:
         given = [f"--{name.replace('_', '-')}" for name in ("qvol", "qflux", "fixed_face")
                  if getattr(args, name) is not None]
@@ -105,29 +100,43 @@ def _solve_fem3d(args, problems) -> dict:
     return result
 
 
-def _solve_fem3d_parallel(args) -> dict:
-    """`mpiexec -n P python -m course solve fem3d --parallel ...`: every rank runs this; the
-    caller prints from rank 0 only."""
-    if args.manufactured:
-        raise ValueError("--manufactured is not available with --parallel (the model problem is)")
+def _distributed_args(args) -> dict | None:
+    """The options of --parallel as keyword arguments of fem3d_parallel / poisson_parallel (None
+    without --parallel); ValueError for an option given without --parallel or a bad mix."""
     dims = [getattr(args, name) for name in ("px", "py", "pz")]
+    if not args.parallel:
+        given = [f"--{name.replace('_', '-')}" for name in ("partition", "exchange", "px", "py",
+                                                             "pz", "cg", "residual_replacement")
+                 if getattr(args, name) is not None] + (["--iallreduce"] if args.iallreduce
+                                                        else [])
+        if given:
+            raise ValueError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} "
+                             f"--parallel")
+        return None
     if any(d is not None for d in dims) and None in dims:
         raise ValueError("--px, --py and --pz go together")
     if dims[0] is not None and args.partition == "metis":
         raise ValueError("--px --py --pz are for --partition blocks, not metis")
     if args.threads is None:                    # flat MPI: one thread per rank (OpenMP threads
         os.environ["OMP_NUM_THREADS"] = "1"     # of several ranks on one core spin and crawl)
+    return {"partition": args.partition or "blocks",
+            "dims": None if dims[0] is None else tuple(dims),
+            "exchange": args.exchange or "p2p", "algorithm": args.cg or "pcg",
+            "iallreduce": args.iallreduce, "replace_every": args.residual_replacement or 0}
+
+
+def _solve_fem3d_parallel(args, distributed: dict) -> dict:
+    """`mpiexec -n P python -m course solve fem3d --parallel ...`: every rank runs this; the
+    caller prints from rank 0 only."""
+    if args.manufactured:
+        raise ValueError("--manufactured is not available with --parallel (the model problem is)")
     from .parallel.fem3d import fem3d_parallel
 
     options = {name: getattr(args, name) for name in ("qvol", "qflux", "fixed_face")
                if getattr(args, name) is not None}
-    result = fem3d_parallel(args.nx, args.ny, args.nz, partition=args.partition or "blocks",
-                            dims=None if dims[0] is None else tuple(dims),
-                            exchange=args.exchange or "p2p", lang=args.lang, dx=args.dx,
-                            dy=args.dy, dz=args.dz, cond=args.cond, tol=args.tol,
-                            keep_solution=args.vtk is not None, algorithm=args.cg or "pcg",
-                            iallreduce=args.iallreduce,
-                            replace_every=args.residual_replacement or 0, **options)
+    result = fem3d_parallel(args.nx, args.ny, args.nz, lang=args.lang, dx=args.dx, dy=args.dy,
+                            dz=args.dz, cond=args.cond, tol=args.tol,
+                            keep_solution=args.vtk is not None, **distributed, **options)
     if args.vtk is not None:
         mesh, t = result.pop("mesh"), result.pop("T")
         if mpi_rank() == 0:
@@ -242,8 +251,23 @@ def _solve_poisson(args, problems) -> dict:
             if values[name] < 1:
                 raise ValueError(f"--{name} must be a positive number of cells, "
                                  f"got {values[name]}")
-    return problems.poisson(version=args.version, fmt=args.format, lang=args.lang,
-                            threads=args.threads, **values)
+    distributed = _distributed_args(args)
+    if distributed is None:
+        return problems.poisson(version=args.version or "v3", fmt=args.format, lang=args.lang,
+                                threads=args.threads, **values)
+    given = [f"--{name}" for name in ("version", "format") if getattr(args, name) is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for the "
+                         f"OpenMP ladder, not for --parallel (which takes --cg)")
+    from . import fvm
+    from .parallel.poisson import poisson_parallel
+
+    if "input_file" in values:
+        params = fvm.read_input(values.pop("input_file"))
+        values = {name: params[name] for name in ("nx", "ny", "nz", "dx", "dy", "dz")}
+        values["tol"] = params["eps"]
+
+    return poisson_parallel(lang=args.lang, **values, **distributed)
 
 
 def _partition(args) -> int:
@@ -413,14 +437,16 @@ def parser() -> argparse.ArgumentParser:
                         help=f"cell size along {axis} (default 1)")
     sp.add_argument("--input", metavar="INPUT.DAT",
                     help="read NX NY NZ / DX DY DZ / EPSICCG from the programs' input file")
-    sp.add_argument("--version", choices=("v0", "v1", "v2", "v3"), default="v3",
+    sp.add_argument("--version", choices=("v0", "v1", "v2", "v3"),
                     help="step of the ladder: v0 CRS, v1 + first touch, v2 ELL, v3 one parallel "
                          "region per iteration (default v3; numba: v0 .. v2)")
     sp.add_argument("--format", choices=("crs", "ell", "sell"),
                     help="format of the SpMV timed alone (default: the version's, crs or ell)")
     sp.add_argument("--tol", type=_positive_finite,
                     help="CG tolerance, relative residual (default 1e-8)")
-    sp.add_argument("--lang", choices=("c", "fortran", "numba"), default="c")
+    sp.add_argument("--lang", choices=("c", "fortran", "numba"), default="c",
+                    help="the ladder's language; with --parallel, c, fortran and numba all "
+                         "take the Numba product")
     sp.add_argument("--threads", type=int, help="OpenMP (c, fortran) or Numba threads")
     sp.add_argument("--json", action="store_true", help="print one JSON object")
     _distributed_options(sp, "poisson", "the cells", "cell")

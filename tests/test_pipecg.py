@@ -14,8 +14,10 @@ import scipy.sparse
 import scipy.sparse.linalg
 
 from conftest import COMMON_FIELDS, PYTHON, ROOT, assert_one_error, run, run_course
-from course import fem, solvers
+from course import fem, fvm, solvers
 from course.mesh import box_mesh
+from course.parallel.local import row_local_data
+from course.parallel.poisson import local_rows
 from course.sparse import matvec_numpy
 
 PROMISED = {"pcg": 2, "chronopoulos-gear": 1, "gropp": 2, "pipelined": 1}
@@ -134,6 +136,26 @@ def test_max_iter_stops_every_variant(spd):
         assert result.iterations == 4 and not result.converged
 
 
+def test_row_local_data_tables_match_between_neighbours():
+    """The local data of a matrix distributed by rows (Poisson, 04_openmp): what a rank exports
+    to a neighbour is what that neighbour imports from it, node for node; every column of an
+    internal row is local."""
+    problem = fvm.poisson(7, 5, 4, lang="numpy", fmt="crs")
+    off = problem.off_crs()
+    owner = np.random.default_rng(4).integers(0, 3, problem.n).astype(np.int32)
+    owner[:3] = np.arange(3)
+    locals_ = [row_local_data(off.row_ptr, off.col_idx, owner, r) for r in range(3)]
+    for loc in locals_:
+        assert np.all(owner[loc.global_ids[:loc.n_internal]] == loc.rank)
+        matrix, _ = local_rows(problem, loc)
+        assert matrix.col_idx.min() >= 0 and matrix.n_rows == loc.n_internal
+        for m, q in enumerate(loc.neighbours):
+            back = int(np.flatnonzero(locals_[q].neighbours == loc.rank)[0])
+            assert np.array_equal(loc.global_ids[loc.exports_to(m)],
+                                  locals_[q].global_ids[locals_[q].imports_from(back)])
+    assert sum(loc.n_internal for loc in locals_) == problem.n
+
+
 # --- under mpiexec -------------------------------------------------------------------------------
 
 needs_mpi = pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")
@@ -150,7 +172,7 @@ def test_variants_under_mpiexec(ranks, method):
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert [line.split(":")[0] for line in lines] == \
-        [f"{a} ok" for a in solvers.ALGORITHMS] + ["progress ok"]
+        [f"{a} ok" for a in solvers.ALGORITHMS] + ["progress ok", "poisson ok"]
 
 
 @needs_mpi
@@ -225,3 +247,49 @@ def test_bench_pipecg_refuses_other_options():
     assert result.returncode == 2 and "--cg-size is for the halo suite" in result.stderr
     result = run_course("bench", "pipecg", "--sizes", "8", "12", timeout=120)
     assert result.returncode != 0 and "one size" in result.stderr
+
+
+# --- solve poisson --parallel -------------------------------------------------------------------
+
+@needs_mpi
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("ranks, options", [
+    (1, ("--cg", "pcg")),
+    (2, ("--cg", "chronopoulos-gear", "--exchange", "persistent")),
+    (3, ("--cg", "gropp", "--iallreduce", "--partition", "metis")),
+    (4, ("--cg", "pipelined", "--px", "2", "--py", "2", "--pz", "1", "--exchange", "neighbor")),
+], ids=lambda v: "-".join(v) if isinstance(v, tuple) else str(v))
+def test_cli_poisson_parallel_equals_the_ladder(ranks, options):
+    """The distributed Poisson solve against the serial ladder (diagonal-scaled CG, the same
+    iterates): the same sum of the solution, iterations within 3 of it."""
+    serial = json.loads(run_course("solve", "poisson", "--nx", "9", "--ny", "8", "--nz", "7",
+                                   "--tol", "1e-10", "--json", timeout=120).stdout)
+    result = run(["mpiexec", "-n", ranks, PYTHON, "-m", "course", "solve", "poisson", "--nx", "9",
+                  "--ny", "8", "--nz", "7", "--tol", "1e-10", "--parallel", *options, "--json"],
+                 timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert COMMON_FIELDS <= set(out) and out["problem"] == "poisson" and out["ranks"] == ranks
+    assert out["unknowns"] == serial["unknowns"] and out["nnz"] == serial["nnz"]
+    assert abs(out["checksum"] - serial["checksum"]) <= 1e-8 * abs(serial["checksum"])
+    assert abs(out["iterations"] - serial["iterations"]) <= 3, (out, serial["iterations"])
+    assert out["reductions_per_iteration"] == PROMISED[out["algorithm"]]
+
+
+@pytest.mark.parametrize("options, name", [
+    (("--parallel", "--version", "v2"), "--version"),
+    (("--parallel", "--format", "ell"), "--format"),
+    (("--exchange", "p2p"), "--exchange"),
+])
+def test_poisson_parallel_option_errors(options, name):
+    result = run_course("solve", "poisson", "--nx", "4", "--ny", "4", "--nz", "4", *options,
+                        "--json", timeout=120)
+    assert_one_error(result, name, by_course=True)
+
+
+@needs_mpi
+def test_poisson_parallel_needs_two_cells_per_axis():
+    result = run(["mpiexec", "-n", 2, PYTHON, "-m", "course", "solve", "poisson", "--nx", "1",
+                  "--ny", "4", "--nz", "4", "--parallel", "--json"], timeout=120, cwd=ROOT)
+    assert result.returncode == 2 and "at least 2 cells" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -213,6 +213,53 @@ def agree(comm, step):
     return result
 
 
+def partition_on_rank_0(comm, box: BoxMesh, partition: str, dims):
+    """(the blocks PX PY PZ or None, owner[node] on rank 0 and None elsewhere): METIS runs once;
+    the caller broadcasts the map once every rank has agreed that the set-up worked."""
+    blocks = None
+    if partition == "blocks":
+        blocks = default_blocks(box, comm.Get_size()) if dims is None else dims
+    owner = make_partition(box, partition, comm.Get_size(), blocks) \
+        if comm.Get_rank() == 0 else None
+    return blocks, owner
+
+
+def solve_distributed(comm, local: LocalData, matrix: LocalMatrix, b: np.ndarray, lang: str,
+                      exchange: str, tol: float, algorithm: str, iallreduce: bool,
+                      replace_every: int, t0: float):
+    """Solve with the CG variant `algorithm` on the rows of every rank; returns (this rank's
+    SolveResult, the summary fields every distributed problem shares: the common fields of
+    `course solve` less problem and unknowns, the seconds of set-up, solve, halo exchanges and
+    reductions (the slowest rank's), the counts of exchanges and reductions)."""
+    halo = Halo(local, comm, exchange)
+    system = Distributed(matrix, halo, comm, kernel="numpy" if lang == "numpy" else "numba",
+                         nonblocking=iallreduce)
+    t1 = time.perf_counter()
+    n_total = comm.allreduce(local.n_internal)
+    result = agree(comm, lambda: system.solve(b, tol=tol, max_iter=10 * n_total,
+                                              algorithm=algorithm, replace_every=replace_every))
+    t2 = time.perf_counter()
+    halo.free()
+    reductions = system.reductions
+    timings = np.array([t1 - t0, t2 - t1, t2 - t0, halo.seconds, reductions.seconds,
+                        reductions.overlapped_seconds])
+    comm.Allreduce(MPI.IN_PLACE, [timings, MPI.DOUBLE], op=MPI.MAX)
+    return result, {
+        "lang": lang, "nnz": comm.allreduce(matrix.nnz), "iterations": result.iterations,
+        "converged": bool(result.converged), "relative_residual": result.relative_residual,
+        "threads": problems.threads_for(lang),
+        "seconds": {"assemble": timings[0], "solve": timings[1], "total": timings[2],
+                    "halo": timings[3], "allreduce": timings[4], "overlapped": timings[5]},
+        "ranks": comm.Get_size(), "exchange": exchange,
+        "halo_bytes_per_exchange": comm.allreduce(halo.bytes_sent),
+        "halo_exchanges": halo.exchanges, "allreduces": reductions.count,
+        "algorithm": algorithm, "iallreduce": bool(iallreduce),
+        "reductions_per_iteration": max(result.reductions_per_iteration, default=0),
+        "residual_replacement": replace_every,
+        "true_relative_residual": result.true_relative_residual,
+    }
+
+
 def fem3d_parallel(nx=8, ny=8, nz=8, partition="blocks", dims=None, exchange="p2p",
                    lang="numpy", dx=None, dy=None, dz=None, cond=1.0, qvol=1.0, qflux=0.0,
                    fixed_face="zmax", tol=1e-8, comm=MPI.COMM_WORLD,
@@ -229,57 +276,25 @@ def fem3d_parallel(nx=8, ny=8, nz=8, partition="blocks", dims=None, exchange="p2
         solvers.check_algorithm(algorithm)
         tol_ = native.check_real(tol, "tol", positive=True)
         box = box_mesh(nx, ny, nz, dx, dy, dz)
-        blocks = None
-        if partition == "blocks":
-            blocks = default_blocks(box, comm.Get_size()) if dims is None else dims
-        owner = make_partition(box, partition, comm.Get_size(), blocks) \
-            if comm.Get_rank() == 0 else None
-        return box, tol_, blocks, owner
+        return (box, tol_, *partition_on_rank_0(comm, box, partition, dims))
 
     box, tol, blocks, owner = agree(comm, setup)
     owner = comm.bcast(owner, root=0)                  # METIS runs once, on rank 0
     local = local_data(box, owner, comm.Get_rank())
     matrix, b, t_exact = agree(comm, lambda: model_system(box, local, cond, qvol, qflux,
                                                           fixed_face, lang))
-    halo = Halo(local, comm, exchange)
-    system = Distributed(matrix, halo, comm, kernel="numpy" if lang == "numpy" else "numba",
-                         nonblocking=iallreduce)
-    t1 = time.perf_counter()
-    n_total = comm.allreduce(local.n_internal)
-    result = agree(comm, lambda: system.solve(b, tol=tol, max_iter=10 * n_total,
-                                              algorithm=algorithm, replace_every=replace_every))
-    t2 = time.perf_counter()
-    halo.free()
-
+    result, out = solve_distributed(comm, local, matrix, b, lang, exchange, tol, algorithm,
+                                    iallreduce, replace_every, t0)
     error = np.array([np.max(np.abs(result.x - t_exact), initial=0.0)])
     comm.Allreduce(MPI.IN_PLACE, [error, MPI.DOUBLE], op=MPI.MAX)
-    reductions = system.reductions
-    timings = np.array([t1 - t0, t2 - t1, t2 - t0, halo.seconds, reductions.seconds,
-                        reductions.overlapped_seconds])
-    comm.Allreduce(MPI.IN_PLACE, [timings, MPI.DOUBLE], op=MPI.MAX)
     figures = quality(box, owner)
-    out = {
-        "problem": "fem3d", "lang": lang, "unknowns": box.n_node,
-        "nnz": comm.allreduce(matrix.nnz), "iterations": result.iterations,
-        "converged": bool(result.converged), "relative_residual": result.relative_residual,
-        "threads": problems.threads_for(lang),
-        "seconds": {"assemble": timings[0], "solve": timings[1], "total": timings[2],
-                    "halo": timings[3], "allreduce": timings[4], "overlapped": timings[5]},
-        "error_max": float(error[0]),
-        "ranks": comm.Get_size(), "partition": partition, "exchange": exchange,
-        "blocks": list(blocks) if blocks is not None else None,
-        "load_imbalance": figures.load_imbalance, "edge_cut": figures.edge_cut,
-        "neighbours_max": int(figures.neighbours.max()),
-        "halo_nodes_total": int(figures.halo.sum()),
-        "halo_bytes_per_exchange": comm.allreduce(halo.bytes_sent),
-        "halo_exchanges": halo.exchanges, "allreduces": reductions.count,
-        "algorithm": algorithm, "iallreduce": bool(iallreduce),
-        "reductions_per_iteration": max(result.reductions_per_iteration, default=0),
-        "residual_replacement": replace_every,
-        "true_relative_residual": result.true_relative_residual,
-        "nx": box.nx, "ny": box.ny, "nz": box.nz, "dx": box.dx, "dy": box.dy, "dz": box.dz,
-        "cond": cond, "qvol": qvol, "qflux": qflux, "fixed_face": fixed_face, "tol": tol,
-    }
+    out = {"problem": "fem3d", "unknowns": box.n_node, **out, "error_max": float(error[0]),
+           "partition": partition, "blocks": list(blocks) if blocks is not None else None,
+           "load_imbalance": figures.load_imbalance, "edge_cut": figures.edge_cut,
+           "neighbours_max": int(figures.neighbours.max()),
+           "halo_nodes_total": int(figures.halo.sum()),
+           "nx": box.nx, "ny": box.ny, "nz": box.nz, "dx": box.dx, "dy": box.dy, "dz": box.dz,
+           "cond": cond, "qvol": qvol, "qflux": qflux, "fixed_face": fixed_face, "tol": tol}
     if keep_solution:
         out["mesh"], out["T"] = box, gather_vector(comm, local, result.x, box.n_node)
     return out

@@ -143,6 +143,36 @@ def local_data(mesh: BoxMesh, owner, rank: int, depth: int = 1) -> LocalData:
                      depth=int(depth), level=level[global_ids].astype(np.int32))
 
 
+def row_local_data(row_ptr, col_idx, owner, rank: int) -> LocalData:
+    """The local data of `rank` for a matrix distributed by rows (no elements: the rows come
+    assembled, e.g. the finite-volume Poisson problem of 04_openmp): the external nodes are the
+    columns of the internal rows that other ranks own, grouped by owner and ascending, and rank q
+    needs the internal nodes that are columns of its rows (the pattern must be symmetric), in
+    ascending order. The same tables as local_data for a mesh, with empty element lists."""
+    owner = np.asarray(owner, dtype=np.int32)
+    size = int(owner.max()) + 1
+    if not 0 <= rank < size:
+        raise ValueError(f"rank must be in 0 .. {size - 1}, got {rank}")
+    rows = np.repeat(np.arange(owner.size), np.diff(row_ptr))
+    mine = owner == rank
+    internal = np.flatnonzero(mine)
+    coupled = np.asarray(col_idx)[mine[rows]]                  # columns of the internal rows
+    external = np.unique(coupled[~mine[coupled]])
+    external = external[np.lexsort((external, owner[external]))]     # by owner, then number
+    global_ids = np.concatenate([internal, external]).astype(np.int64)
+    to_local = np.full(owner.size, -1, dtype=np.int64)
+    to_local[global_ids] = np.arange(global_ids.size)
+    neighbours, import_counts = np.unique(owner[external], return_counts=True)
+    # rank q needs my nodes that are columns of its rows = my rows with a column that q owns
+    exports = [to_local[np.unique(rows[mine[rows] & (owner[col_idx] == q)])] for q in neighbours]
+    return LocalData(rank, size, int(internal.size), global_ids,
+                     np.zeros((0, 8), dtype=np.int32), np.zeros(0, dtype=np.int64),
+                     neighbours.astype(np.int32), _offsets(import_counts),
+                     np.arange(internal.size, global_ids.size, dtype=np.int32),
+                     _offsets([e.size for e in exports]),
+                     (np.concatenate(exports) if exports else np.empty(0)).astype(np.int32))
+
+
 def all_local_data(mesh: BoxMesh, owner) -> list[LocalData]:
     """The local data of every rank (in one process: to draw them, or to write their files)."""
     owner = check_owner(mesh, owner)

@@ -3,7 +3,8 @@
 (MPI_Allreduce) and non-blocking (MPI_Iallreduce) reductions solves the model problem of 02_fem3d;
 rank 0 checks it against the serial solve, the iterations against PCG's, the reductions counted
 per iteration against what the variant promises, and blocking against non-blocking; then MPI_Test
-calls inside the SpMV (progress) must leave the pipelined iterates bitwise unchanged. An assertion
+calls inside the SpMV (progress) must leave the pipelined iterates bitwise unchanged; and the
+Poisson problem of 04_openmp, distributed by rows, equals a direct solve. An assertion
 on any rank aborts the whole job (python -m mpi4py). Prints one line per variant from rank 0."""
 
 import os
@@ -20,6 +21,7 @@ from course.parallel.fem3d import Distributed, fem3d_parallel, model_system  # n
 from course.parallel.halo import Halo  # noqa: E402
 from course.parallel.local import local_data  # noqa: E402
 from course.parallel.partition import make_partition  # noqa: E402
+from course.parallel.poisson import poisson_parallel  # noqa: E402
 from course.solvers import ALGORITHMS  # noqa: E402
 
 PROMISED = {"pcg": 2, "chronopoulos-gear": 1, "gropp": 2, "pipelined": 1}
@@ -79,3 +81,25 @@ assert no_tests == 0 and tests >= 3 * chunked.iterations, (no_tests, tests)
 assert plain.iterations == chunked.iterations and np.array_equal(plain.x, chunked.x), rank
 if rank == 0:
     sys.stdout.write(f"progress ok: {tests} MPI_Test calls\n")
+
+# the Poisson problem of 04_openmp by rows: every variant against a direct solve
+cells = (nx + 2, ny + 1, nz)
+if rank == 0:
+    import scipy.sparse
+    import scipy.sparse.linalg
+
+    from course import fvm
+    problem = fvm.poisson(*cells, lang="numpy", fmt="crs")
+    full = problem.full_crs()
+    direct = scipy.sparse.linalg.spsolve(
+        scipy.sparse.csr_matrix((full.val, full.col_idx, full.row_ptr)).tocsc(), problem.b)
+for algorithm in ALGORITHMS:
+    run = poisson_parallel(*cells, partition=method, lang="numpy", tol=1e-10,
+                           algorithm=algorithm, iallreduce=True, keep_solution=True)
+    if rank == 0:
+        difference = np.max(np.abs(run["phi"] - direct)) / np.max(np.abs(direct))
+        assert run["converged"] and difference <= 1e-8, (algorithm, difference)
+        assert run["reductions_per_iteration"] == PROMISED[algorithm], run
+        assert run["unknowns"] == direct.size
+if rank == 0:
+    sys.stdout.write(f"poisson ok: {run['iterations']} iterations\n")
