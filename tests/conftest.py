@@ -192,3 +192,21 @@ def assert_rel_close(actual, expected, rtol=1e-12, what="values"):
     scale = max(np.max(np.abs(expected), initial=0.0), np.finfo(float).tiny)
     err = np.max(np.abs(actual - expected), initial=0.0) / scale
     assert err <= rtol, f"{what}: relative difference {err:.3e} > {rtol:.1e}"
+
+
+# --- the solution notebooks of the exercises -----------------------------------------------------
+
+def solution_cell(key: str, grade_id: str) -> str:
+    """The source of the cell `grade_id` of solutions/KEY/KEY_exercise.ipynb."""
+    import nbformat
+
+    notebook = nbformat.read(ROOT / "solutions" / key / f"{key}_exercise.ipynb", as_version=4)
+    return next(c.source for c in notebook.cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def written_file(key: str, grade_id: str) -> str:
+    """What the %%writefile cell `grade_id` of that notebook writes."""
+    first, rest = solution_cell(key, grade_id).split("\n", 1)
+    assert first.startswith("%%writefile"), first
+    return rest + "\n"

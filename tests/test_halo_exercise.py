@@ -15,35 +15,25 @@ import re
 import shutil
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, solution_cell, written_file
 from course.parallel import grading
 from course.parallel.grading import Case
 
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")]
 
-SOLUTION = ROOT / "solutions" / "05_halo" / "05_halo_exercise.ipynb"
 SMALL = [Case(2, "blocks", (4, 3, 2)), Case(3, "metis", (5, 4, 3)),
          Case(4, "blocks", (4, 4, 2), dims=(2, 2, 1))]
 LARGE = Case(2, "blocks", (2, 150, 150), dims=(2, 1, 1))      # 22801 values (178 KB) each way
 SUFFIX = {"c": ".c", "fortran": ".f90", "python": ".py"}
 
 
-def solution_cell(grade_id: str) -> str:
-    cell = next(c for c in nbformat.read(SOLUTION, as_version=4).cells
-                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-    return cell.source
-
-
 def solution_file(lang: str) -> str:
     """What the %%writefile cell of `lang` in the solution notebook writes."""
-    first, rest = solution_cell(f"halo_exchange_{lang}").split("\n", 1)
-    assert first.startswith("%%writefile"), first
-    return rest + "\n"
+    return written_file("05_halo", f"halo_exchange_{lang}")
 
 
 def write(tmp_path: Path, lang: str, text: str, name: str = "halo_exchange") -> Path:
@@ -237,7 +227,7 @@ def test_the_distributed_solve_with_an_exchange_matches_the_serial_one(tmp_path,
 
 def solution_local_tables():
     namespace = {"np": np}
-    exec(solution_cell("local_tables"), namespace)      # noqa: S102 - our own notebook
+    exec(solution_cell("05_halo", "local_tables"), namespace)      # noqa: S102 - our own notebook
     return namespace["local_tables"]
 
 

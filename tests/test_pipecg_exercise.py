@@ -10,32 +10,22 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import nbformat
 import pytest
 
-from conftest import ROOT
+from conftest import solution_cell, written_file
 from course.parallel import pipecg_grading
 from course.parallel.grading import Case
 
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")]
 
-SOLUTION = ROOT / "solutions" / "06_pipecg" / "06_pipecg_exercise.ipynb"
 CASES = [Case(2, "blocks", (6, 4, 3)), Case(3, "metis", (5, 5, 4), seed=1),
          Case(4, "blocks", (6, 6, 3), dims=(2, 2, 1), seed=2)]
 SUFFIX = {"c": ".c", "fortran": ".f90", "python": ".py"}
 
 
-def solution_cell(grade_id: str) -> str:
-    cell = next(c for c in nbformat.read(SOLUTION, as_version=4).cells
-                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-    return cell.source
-
-
 def solution_file(lang: str) -> str:
-    first, rest = solution_cell(f"chronopoulos_gear_{lang}").split("\n", 1)
-    assert first.startswith("%%writefile"), first
-    return rest + "\n"
+    return written_file("06_pipecg", f"chronopoulos_gear_{lang}")
 
 
 def changed(text: str, old: str, new: str) -> str:
@@ -59,7 +49,7 @@ def failure(tmp_path, lang: str, text: str, cases=CASES) -> str:
 
 def test_next_alpha_of_the_solution_passes():
     namespace = {}
-    exec(solution_cell("next_alpha"), namespace)
+    exec(solution_cell("06_pipecg", "next_alpha"), namespace)
     pipecg_grading.check_alpha_recurrence(namespace["next_alpha"], sizes=(5, 30), seeds=(3, 4))
 
 

@@ -213,6 +213,14 @@ def agree(comm, step):
     return result
 
 
+def check_solve_options(lang: str, exchange: str, algorithm: str, tol) -> float:
+    """ValueError for a bad language, exchange style, CG variant or tolerance; the tolerance."""
+    check_lang(lang)
+    check_style(exchange)
+    solvers.check_algorithm(algorithm)
+    return native.check_real(tol, "tol", positive=True)
+
+
 def partition_on_rank_0(comm, box: BoxMesh, partition: str, dims):
     """(the blocks PX PY PZ or None, owner[node] on rank 0 and None elsewhere): METIS runs once;
     the caller broadcasts the map once every rank has agreed that the set-up worked."""
@@ -271,10 +279,7 @@ def fem3d_parallel(nx=8, ny=8, nz=8, partition="blocks", dims=None, exchange="p2
     t0 = time.perf_counter()
 
     def setup():
-        check_lang(lang)
-        check_style(exchange)
-        solvers.check_algorithm(algorithm)
-        tol_ = native.check_real(tol, "tol", positive=True)
+        tol_ = check_solve_options(lang, exchange, algorithm, tol)
         box = box_mesh(nx, ny, nz, dx, dy, dz)
         return (box, tol_, *partition_on_rank_0(comm, box, partition, dims))
 

@@ -205,10 +205,15 @@ def prepare_exchange(source, lang: str) -> Path:
                              f"not {lang!r}")
     if lang != "python":
         return compile_kernel(source, lang, mpi=True)
-    return _check_python_source(Path(source))
+    return check_python_source(source, "halo_exchange", ("comm", "neighbours", "import_ptr",
+                                                         "import_index", "export_ptr",
+                                                         "export_index", "x"))
 
 
-def _check_python_source(source: Path) -> Path:
+def check_python_source(source, function: str, arguments: tuple) -> Path:
+    """The resolved path of the learner's Python file once it parses and defines `function`
+    with len(arguments) arguments; AssertionError that says what is wrong otherwise."""
+    source = Path(source)
     if not source.exists():
         raise AssertionError(f"{source} does not exist: run the %%writefile cell above first")
     try:
@@ -217,12 +222,12 @@ def _check_python_source(source: Path) -> Path:
         raise AssertionError(f"{source} is not valid Python: line {err.lineno}: {err.msg}") \
             from None
     functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
-    if "halo_exchange" not in functions:
-        raise AssertionError(f"{source} must define the function halo_exchange(comm, neighbours, "
-                             "import_ptr, import_index, export_ptr, export_index, x)")
-    if len(functions["halo_exchange"].args.args) != 7:
-        raise AssertionError(f"{source}: halo_exchange must take 7 arguments (comm, neighbours, "
-                             "import_ptr, import_index, export_ptr, export_index, x)")
+    signature = f"{function}({', '.join(arguments)})"
+    if function not in functions:
+        raise AssertionError(f"{source} must define the function {signature}")
+    if len(functions[function].args.args) != len(arguments):
+        raise AssertionError(f"{source}: {function} must take {len(arguments)} arguments: "
+                             f"{signature}")
     return source.resolve()
 
 

@@ -13,13 +13,12 @@ Chronopoulos-Gear, however right its answer.
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import numpy as np
 
 from . import exchange_messages
-from .grading import Case
+from .grading import Case, check_python_source
 from .mpi_job import run_watched
 from .pipecg_driver import MAX_ITER, SET_UP_SUMS, TOL, verdict
 
@@ -75,20 +74,8 @@ def prepare_solver(source, lang: str) -> Path:
                              f"not {lang!r}")
     if lang != "python":
         return compile_kernel(source, lang)
-    source = Path(source)
-    if not source.exists():
-        raise AssertionError(f"{source} does not exist: run the %%writefile cell above first")
-    try:
-        tree = ast.parse(source.read_text(), filename=str(source))
-    except SyntaxError as err:
-        raise AssertionError(f"{source} is not valid Python: line {err.lineno}: {err.msg}") \
-            from None
-    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
-    if "chronopoulos_gear" not in functions or \
-            len(functions["chronopoulos_gear"].args.args) != 7:
-        raise AssertionError(f"{source} must define chronopoulos_gear(matvec, global_sum, dinv, "
-                             "b, x, tol, max_iter)")
-    return source.resolve()
+    return check_python_source(source, "chronopoulos_gear", ("matvec", "global_sum", "dinv", "b",
+                                                             "x", "tol", "max_iter"))
 
 
 def check_chronopoulos_gear(source, lang: str, cases, solve_timeout: float = 30.0,

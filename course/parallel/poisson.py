@@ -16,11 +16,10 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from .. import fvm, native, solvers
-from ..langs import check_lang
+from .. import fvm
 from ..mesh import box_mesh
-from .fem3d import LocalMatrix, agree, gather_vector, partition_on_rank_0, solve_distributed
-from .halo import check_style
+from .fem3d import (LocalMatrix, agree, check_solve_options, gather_vector, partition_on_rank_0,
+                    solve_distributed)
 from .local import LocalData, row_local_data
 
 
@@ -48,10 +47,7 @@ def poisson_parallel(nx=16, ny=16, nz=16, dx=1.0, dy=1.0, dz=1.0, partition="blo
     t0 = time.perf_counter()
 
     def setup():
-        check_lang(lang)
-        check_style(exchange)
-        solvers.check_algorithm(algorithm)
-        tol_ = native.check_real(tol, "tol", positive=True)
+        tol_ = check_solve_options(lang, exchange, algorithm, tol)
         sizes = fvm._check_box(nx, ny, nz, dx, dy, dz)
         if min(sizes[:3]) < 2:
             raise ValueError("--parallel needs at least 2 cells along every axis")
