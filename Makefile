@@ -3,13 +3,15 @@ PY      := .venv/bin/python
 BOOK    := build/book/_build/html/index.html
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: help setup setup-test build book test lab doctor clean
+.PHONY: help setup setup-test build book test lab doctor lock wheelhouse clean
 
 help:
 	@echo "make book    set up, compile the kernels, execute the lectures, write the HTML book"
 	@echo "make test    the whole test suite"
 	@echo "make lab     JupyterLab on the course (localhost, with a token)"
 	@echo "make doctor  check compilers, OpenMP, MPI, cores"
+	@echo "make lock    refresh requirements-lock.txt from the packages in .venv"
+	@echo "make wheelhouse  download every locked package into wheelhouse/ (offline workshops)"
 	@echo "make clean   remove build outputs (keeps .venv)"
 
 setup:
@@ -25,12 +27,15 @@ doctor: setup
 	$(PY) -m course doctor
 
 # the exercise solutions must run: executed as a copy, again only when they or the code change
-SOLVED := build/solutions/.executed
+# (a learner copy, `python -m course dist learner`, has no solutions: nothing to execute)
+SOLVED := $(if $(wildcard solutions),build/solutions/.executed)
+ifneq ($(SOLVED),)
 $(SOLVED): $(wildcard solutions/*/*.ipynb course/*.py src_c/*/*.[ch] src_fortran/*/*.f90)
 	@echo "== executing the exercise solutions (a copy, in build/solutions)"
 	@rm -rf build/solutions && mkdir -p build && cp -r solutions build/solutions
 	jupyter nbconvert --to notebook --execute --inplace --log-level=WARN build/solutions/*/*.ipynb
 	@touch $@
+endif
 
 book: build $(SOLVED)
 	@echo "== building the book (executes every lecture; results cached between runs)"
@@ -39,7 +44,30 @@ book: build $(SOLVED)
 	@echo "The book: file://$(CURDIR)/$(BOOK)"
 
 test: setup-test
-	$(PY) -m pytest
+	@if [ -d tests ]; then $(PY) -m pytest; \
+	else echo "no tests/ here (a learner copy): each exercise notebook runs its own checks"; fi
+
+# The exact versions of the Python packages (what the tests passed with); scripts/setup.sh
+# installs them by default. Refresh after a change to pyproject.toml that `make test` passed with.
+LOCK := requirements-lock.txt
+lock: setup
+	@{ echo "# The Python packages of the course, exact versions: scripts/setup.sh installs these"; \
+	   echo "# (then the course itself, editable). Refresh with \`make lock\` after \`make test\` passed."; \
+	   echo "# python $$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')"; \
+	   $(PY) -m pip freeze --all --exclude-editable | grep -v -i -E '^(pip|course)[ =@]'; } > $(LOCK).tmp
+	@mv $(LOCK).tmp $(LOCK)
+	@echo "wrote $(LOCK): $$(grep -c '==' $(LOCK)) packages"
+
+# Everything pip needs to set up the course without an index, for the Python and platform of this
+# machine: the locked packages, mpi4py's source (it is compiled against the local MPI) and what
+# pip needs to build it and the course. Then: COURSE_WHEELHOUSE=wheelhouse make setup
+WHEELHOUSE ?= wheelhouse
+wheelhouse: setup
+	$(PY) -m pip download -q -r $(LOCK) -d $(WHEELHOUSE)
+	$(PY) -m pip download -q --no-binary mpi4py --no-deps -d $(WHEELHOUSE) \
+		"$$(grep -i '^mpi4py==' $(LOCK))"
+	$(PY) -m pip download -q -d $(WHEELHOUSE) pip "setuptools>=77" wheel build "cython>=3.0.1"
+	@echo "wheelhouse: $$(ls $(WHEELHOUSE) | wc -l) files in $(WHEELHOUSE)/"
 
 lab: setup
 	jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) \

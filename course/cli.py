@@ -334,6 +334,12 @@ def _bench(args) -> int:
     return 0
 
 
+def _dist(args) -> int:
+    from . import dist
+
+    return dist.main(args)
+
+
 def _positive(kind):
     def parse(text):
         value = kind(text)
@@ -499,6 +505,14 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--langs", choices=LANGS, nargs="+", help="languages (default: all)")
     e.add_argument("--repeat", type=_positive(int), default=5, help="best of N (default 5)")
     e.set_defaults(run=_bench)
+
+    di = sub.add_parser("dist", help="write a copy of the course for learners (no solutions)",
+                        description="learner DIR: write in DIR (new or empty) what a learner needs "
+                                    "to run the lectures and do the exercises: no solutions/, "
+                                    "hidden tests, tests/ or .git")
+    di.add_argument("kind", choices=["learner"], help="the kind of copy")
+    di.add_argument("dir", metavar="DIR", help="a new or empty folder")
+    di.set_defaults(run=_dist)
     return p
 
 

@@ -7,9 +7,16 @@
 #       - inside a conda environment: `conda env update -f environment.yml` provides them;
 #       - root on Debian/Ubuntu: installed with apt-get;
 #       - otherwise: a message naming what to install, and exit 1.
-#  2. a virtual environment .venv with the Python packages of pyproject.toml, reinstalled only when
-#     pyproject.toml changes. mpi4py is compiled against the MPI library that `mpicc` belongs to, so
-#     that it matches the `mpiexec` on the PATH.
+#  2. a virtual environment .venv with the Python packages of pyproject.toml at the exact versions
+#     of requirements-lock.txt (`make lock` refreshes it), and the course itself, editable;
+#     reinstalled only when pyproject.toml or the lock file changes. mpi4py is compiled against the
+#     MPI library that `mpicc` belongs to, so that it matches the `mpiexec` on the PATH.
+#
+# Environment:
+#   COURSE_LOCK=0          install from pyproject.toml's version ranges instead of the lock file
+#                          (the default under conda, whose environment.yml provides the packages,
+#                          and where the lock was made with another Python version)
+#   COURSE_WHEELHOUSE=DIR  install without any package index, from DIR only (see `make wheelhouse`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,7 +66,17 @@ fi
 
 # --- 2. Python virtual environment ---------------------------------------------------------------
 venv=.venv
-stamp="$venv/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)"
+lock=requirements-lock.txt
+stamp="$venv/.installed-$(cat pyproject.toml "$lock" 2>/dev/null | sha1sum | cut -c1-12)"
+if [ -n "${COURSE_WHEELHOUSE:-}" ]; then
+    if [ ! -d "$COURSE_WHEELHOUSE" ]; then
+        say "COURSE_WHEELHOUSE=$COURSE_WHEELHOUSE is not a folder (make it with: make wheelhouse)"
+        exit 1
+    fi
+    # every pip below, and the ones that build mpi4py and the course, look there and nowhere else
+    export PIP_NO_INDEX=1 PIP_FIND_LINKS="$(cd "$COURSE_WHEELHOUSE" && pwd)"
+    say "installing from the wheelhouse $PIP_FIND_LINKS only (no package index)"
+fi
 if [ ! -x "$venv/bin/python" ]; then
     say "creating the virtual environment $venv"
     if [ -n "${CONDA_PREFIX:-}" ]; then
@@ -72,9 +89,27 @@ fi
 if [ ! -f "$stamp" ]; then
     say "installing the Python packages into $venv (a few minutes the first time)"
     "$venv/bin/python" -m pip install -q --upgrade pip
+    # the exact versions of the lock file, unless told otherwise or made for another Python
+    locked=(-r "$lock")
+    lock_python=$(sed -n 's/^# python \([0-9.]*\).*/\1/p' "$lock" 2>/dev/null | head -n 1)
+    venv_python=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    if [ "${COURSE_LOCK:-}" = 0 ]; then
+        locked=()
+    elif [ ! -f "$lock" ]; then
+        say "no $lock: installing the versions pyproject.toml allows"
+        locked=()
+    elif [ -n "${CONDA_PREFIX:-}" ] && [ "${COURSE_LOCK:-}" != 1 ]; then
+        say "conda: its packages stay; $lock is not used (COURSE_LOCK=1 to use it)"
+        locked=()
+    elif [ -n "$lock_python" ] && [ "$lock_python" != "$venv_python" ] && \
+         [ "${COURSE_LOCK:-}" != 1 ]; then
+        say "$lock was made with Python $lock_python, this is $venv_python: installing the versions"
+        say "pyproject.toml allows instead (COURSE_LOCK=1 to use the lock anyway)"
+        locked=()
+    fi
     # mpi4py is compiled from source against the MPI library of `mpicc` (the one mpiexec belongs to)
     MPICC=$(command -v mpicc) PIP_NO_BINARY=mpi4py \
-        "$venv/bin/python" -m pip install -q -e ".[test]"
+        "$venv/bin/python" -m pip install -q ${locked[@]+"${locked[@]}"} -e ".[test]"
     rm -f "$venv"/.installed-*
     touch "$stamp"
 fi
@@ -87,8 +122,10 @@ problem=$(mpi4py_problem)
 if [ -n "$problem" ]; then
     say "$problem"
     say "rebuilding mpi4py against $(command -v mpicc)"
+    # the same version again (the locked one), compiled anew
+    version=$("$venv/bin/python" -c 'from importlib.metadata import version; print(version("mpi4py"))')
     MPICC=$(command -v mpicc) "$venv/bin/python" -m pip install -q --force-reinstall --no-deps \
-        --no-binary mpi4py mpi4py
+        --no-binary mpi4py "mpi4py==$version"
     problem=$(mpi4py_problem)
     if [ -n "$problem" ]; then
         say "$problem"
