@@ -121,8 +121,8 @@ def test_numa_program_command_runs_from_the_root():
     (words,) = [words for words in printed_commands() if any("solf" in w for w in words)]
     env_words = [w for w in words if re.match(r"^[A-Z_]+=", w)]
     argv = words[len(env_words):]
-    result = run(argv, cwd=ROOT, env={**dict(w.split("=", 1) for w in env_words),
-                                      "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    env = {**env_with(**dict(w.split("=", 1) for w in env_words)), "OMP_NUM_THREADS": "1"}
+    result = run(argv, cwd=ROOT, env=env)
     assert result.returncode == 0, result.stderr
     assert "converged" in result.stdout
 
