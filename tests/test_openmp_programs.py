@@ -378,4 +378,6 @@ def test_absurd_thread_count_is_refused(name, binaries, tmp_path):
         with pytest.raises(ValueError) as python_side:
             problems.check_threads(threads, f"OMP_NUM_THREADS={threads}")
         assert result.stderr.splitlines() == [f"{name}: {python_side.value}"]
-    assert solve(binaries, name, "case.dat", "v1", cwd=tmp_path, threads=limit)["threads"] == limit
+    if limit <= 256:                                   # (a big node: thousands of threads)
+        assert solve(binaries, name, "case.dat", "v1", cwd=tmp_path,
+                     threads=limit)["threads"] == limit
