@@ -8,6 +8,10 @@ instead of killing the notebook's kernel (and with it the grading of every later
 
 OpenMP kernels (lecture 04_openmp) are compiled with -fopenmp and run in the child process with a
 given number of threads (OMP_NUM_THREADS in the child's environment), several times if asked.
+
+A failed check speaks the learner's language: rows and entries are 0-based (y[3]) for C and 1-based
+(y(4), "row 4 (1-based)") for Fortran, whose kernels get 1-based index arrays; numbers are printed
+as a person writes them (1.5, never np.float64(1.5)).
 """
 
 from __future__ import annotations
@@ -37,6 +41,37 @@ _COMPILER = {"c": ("cc", ["-std=c99"]), "fortran": ("gfortran", ["-ffree-form"])
 _MPI_COMPILER = {"c": "mpicc", "fortran": "mpif90"}      # the same compilers, with MPI
 _SUFFIX = {"c": ".c", "fortran": ".f90"}
 _CACHE = Path(tempfile.gettempdir()) / "course-exercise-builds"
+
+
+# --- messages in the learner's language: 0-based C, 1-based Fortran, plain numbers -------------
+
+def _base(lang: str) -> int:
+    """The first index of the learner's arrays: 1 in Fortran, 0 in C (and Python)."""
+    return 1 if lang == "fortran" else 0
+
+
+def plain(value) -> str:
+    """A number as a person writes it: 1.5, -2, nan, 1e-300 (never np.float64(1.5) or
+    np.int32(3), whatever NumPy scalar or 0-d array it is)."""
+    value = np.asarray(value).item() if hasattr(value, "dtype") else value
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    return repr(float(value))
+
+
+def entry(name: str, index: int, lang: str) -> str:
+    """Entry `index` (0-based, as NumPy counts) of the array `name`, written as the learner's
+    language writes it: y[3] in C, y(4) in Fortran (1-based)."""
+    index = int(index)
+    return f"{name}({index + 1})" if lang == "fortran" else f"{name}[{index}]"
+
+
+def row_label(index: int, lang: str) -> str:
+    """'row 3' in C, 'row 4 (1-based)' in Fortran, for the 0-based row `index`."""
+    index = int(index)
+    return f"row {index + 1} (1-based)" if lang == "fortran" else f"row {index}"
 
 
 def compile_kernel(source: str | Path, lang: str, link_course: bool = False,
@@ -199,10 +234,19 @@ def check_crs_matvec(source: str | Path, lang: str, seeds=(1, 2, 3), sizes=(1, 7
                 (val, col_idx - (lang == "fortran"), row_ptr - (lang == "fortran")),
                 shape=(n, n)) @ x
             if not np.allclose(y, expected, rtol=1e-12, atol=1e-12):
-                worst = int(np.argmax(np.abs(y - expected)))
+                worst = _worst(y, expected)
                 raise AssertionError(
                     f"crs_matvec is wrong for a {n}x{n} matrix with {val.size} nonzeros "
-                    f"(seed {seed}): row {worst} gives {y[worst]!r}, expected {expected[worst]!r}")
+                    f"(seed {seed}): {row_label(worst, lang)} gives {plain(y[worst])}, expected "
+                    f"{plain(expected[worst])}")
+
+
+def _worst(got, expected) -> int:
+    """The 0-based index of the entry of `got` farthest from `expected`; a NaN or an infinity
+    (a value never written, a division by zero) counts as the farthest."""
+    diff = np.abs(np.asarray(got, dtype=float) - np.asarray(expected, dtype=float))
+    diff[~np.isfinite(diff)] = np.inf
+    return int(np.argmax(diff))
 
 
 def distorted_box(nx: int, ny: int, nz: int, seed: int, shake: float = 0.2):
@@ -227,7 +271,7 @@ def check_fem3d_assemble(source: str | Path, lang: str, seeds=(1,), sizes=((1, 1
     from . import fem
 
     lib = compile_kernel(source, lang, link_course=True)
-    base = 1 if lang == "fortran" else 0             # Fortran kernels take 1-based indices
+    base = _base(lang)                               # Fortran kernels take 1-based indices
     for seed in seeds:
         for nx, ny, nz in sizes:
             box, xyz, q = distorted_box(nx, ny, nz, seed)
@@ -242,9 +286,10 @@ def check_fem3d_assemble(source: str | Path, lang: str, seeds=(1,), sizes=((1, 1
             assert status == 0, f"fem3d_assemble returned {status} for {case}, expected 0"
             for name, got, expected in (("val", arrays[7], val_ref), ("rhs", arrays[8], rhs_ref)):
                 if not np.allclose(got, expected, rtol=1e-12, atol=1e-12):
-                    worst = int(np.argmax(np.abs(got - expected)))
-                    raise AssertionError(f"fem3d_assemble: {name}[{worst}] is {got[worst]!r}, "
-                                         f"expected {expected[worst]!r}, for {case}")
+                    worst = _worst(got, expected)
+                    raise AssertionError(f"fem3d_assemble: {entry(name, worst, lang)} is "
+                                         f"{plain(got[worst])}, expected {plain(expected[worst])}, "
+                                         f"for {case}")
     # an inverted element: mirror the last element of a 2 x 1 x 1 mesh
     box = distorted_box(2, 1, 1, seed=0, shake=0.0)[0]
     xyz = box.xyz.copy()
@@ -254,8 +299,11 @@ def check_fem3d_assemble(source: str | Path, lang: str, seeds=(1,), sizes=((1, 1
                               [box.n_elem, box.elements + base, xyz, 1.0, np.ones(box.n_node),
                                row_ptr + base, col_idx + base, np.zeros(col_idx.size),
                                np.zeros(box.n_node)], returns_int=True, timeout=timeout)
-    assert status == -2, (f"fem3d_assemble returned {status} for a mesh whose element 1 is "
-                          "inverted, expected -2 = -(1 + 1)")
+    if lang == "fortran":
+        inverted = "element 2 (1-based) is inverted, expected -2 (minus the element)"
+    else:
+        inverted = "element 1 is inverted, expected -2 = -(1 + 1)"
+    assert status == -2, f"fem3d_assemble returned {status} for a mesh whose {inverted}"
 
 
 # --- lecture 04_openmp: the ELL product and a CG in one parallel region, with several threads ---
@@ -328,7 +376,7 @@ def check_ell_matvec(source: str | Path, lang: str, seeds=(1, 2), sizes=(1, 7, 6
     x = np.concatenate([c[4] for c in cases])
     rows = np.repeat(np.arange(n), ELL_WIDTH)
     expected = d * x + scipy.sparse.csr_matrix((amat, (rows, item)), shape=(n, n)) @ x
-    base = 1 if lang == "fortran" else 0                # Fortran kernels take 1-based indices
+    base = _base(lang)                                  # Fortran kernels take 1-based indices
     y = np.full(n, np.nan)          # a kernel that writes nothing cannot pass by luck
     passed = []
     for t in threads:
@@ -337,17 +385,17 @@ def check_ell_matvec(source: str | Path, lang: str, seeds=(1, 2), sizes=(1, 7, 6
         got = run.arrays[5]
         wrong = ~np.isclose(got, expected, rtol=1e-12, atol=1e-12)
         if wrong.any():
-            row = int(np.argmax(wrong))
-            k = int(np.searchsorted(starts, row, side="right")) - 1
+            wrong_row = int(np.argmax(wrong))
+            k = int(np.searchsorted(starts, wrong_row, side="right")) - 1
             hint = ""
             if passed:
                 hint = (f" (it is right with OMP_NUM_THREADS={passed[0]}: look for a variable that "
                         "all threads share but each should have its own (private), or rows "
                         "that no thread computes)")
-            local = f"row {row - starts[k] + base}" + (" (1-based)" if base else "")
             raise AssertionError(
-                f"ell_matvec with OMP_NUM_THREADS={t} is wrong for {cases[k][0]}: {local} gives "
-                f"{float(got[row])!r}, expected {float(expected[row])!r}{hint}")
+                f"ell_matvec with OMP_NUM_THREADS={t} is wrong for {cases[k][0]}: "
+                f"{row_label(wrong_row - starts[k], lang)} gives {plain(got[wrong_row])}, "
+                f"expected {plain(expected[wrong_row])}{hint}")
         passed.append(t)
     if not uses_openmp(lib):
         raise AssertionError("ell_matvec gives the right y but runs on one thread only: share the "
@@ -366,25 +414,28 @@ def _poisson_size(size) -> tuple:
     raise ValueError(f"a size is (nx, ny, nz) or (nx, ny, nz, dx, dy, dz), got {size!r}")
 
 
-def check_race_free_cg(source: str | Path, sizes=((6, 5, 4),), threads=(1, 2, 3, 4, 8),
-                       repeat: int = 10, eps: float = 1e-8, timeout: float = 20.0) -> None:
-    """Check the learner's cg_single_region (the signature of pcg_v3 in src_c/include/course.h,
-    in C, 0-based), compiled with OpenMP, on Poisson problems: with each number of threads,
-    `repeat` runs in one child process must all take as many iterations as the course's
-    pcg_ladder v3 and give its solution (rtol 1e-10) with a relative residual <= eps; with 1 and
-    2 threads the runs must agree bit for bit (a race-free CG with static schedules and
-    reductions does). Raises AssertionError naming the problem, the threads and the run."""
+def check_race_free_cg(source: str | Path, lang: str, sizes=((6, 5, 4),),
+                       threads=(1, 2, 3, 4, 8), repeat: int = 10, eps: float = 1e-8,
+                       timeout: float = 20.0) -> None:
+    """Check the learner's cg_single_region (the signature of pcg_v3 in src_c/include/course.h
+    and src_fortran/04_openmp/pcg.f90: C 0-based, Fortran 1-based columns), compiled with
+    OpenMP, on Poisson problems: with each number of threads, `repeat` runs in one child process
+    must all take as many iterations as the course's pcg_ladder v3 in the same language and give
+    its solution (rtol 1e-10) with a relative residual <= eps; with 1 and 2 threads the runs must
+    agree bit for bit (a race-free CG with static schedules and reductions does). Raises
+    AssertionError naming the problem, the threads and the run."""
     from . import fvm, solvers
 
-    lib = compile_kernel(source, "c", openmp=True)
+    lib = compile_kernel(source, lang, openmp=True)
+    base = _base(lang)                                  # Fortran kernels take 1-based indices
     for size in sizes:
         nx, ny, nz, dx, dy, dz = _poisson_size(size)
         problem = fvm.poisson(nx, ny, nz, dx, dy, dz, fmt="ell")
         n = problem.n
-        ref = solvers.pcg_ladder(problem, "v3", "c", tol=eps)
+        ref = solvers.pcg_ladder(problem, "v3", lang, tol=eps)
         max_iter = 10 * n
-        args = [n, problem.d, problem.off.item, problem.off.val, problem.b, np.zeros(n), eps,
-                max_iter, np.zeros(1)]
+        args = [n, problem.d, problem.off.item + base, problem.off.val, problem.b, np.zeros(n),
+                eps, max_iter, np.zeros(1)]
         what = f"the Poisson problem on {nx} x {ny} x {nz} cells"
         if (dx, dy, dz) != (1.0, 1.0, 1.0):
             what += f" of size {dx:g} x {dy:g} x {dz:g}"
@@ -398,19 +449,21 @@ def check_race_free_cg(source: str | Path, sizes=((6, 5, 4),), threads=(1, 2, 3,
                 if run.result != ref.iterations:
                     raise AssertionError(
                         f"cg_single_region returned {run.result} iterations for {case}; the "
-                        f"course's pcg_v3 needs {ref.iterations} (relative residual "
+                        f"course's pcg_v3 needs {int(ref.iterations)} (relative residual "
                         f"{relres:.3g})")
                 if not np.all(np.isfinite(x)) or \
                         np.linalg.norm(x - ref.x) > 1e-10 * np.linalg.norm(ref.x):
-                    worst = int(np.nanargmax(np.abs(x - ref.x))) if np.isfinite(x).any() else 0
+                    worst = _worst(x, ref.x)
                     raise AssertionError(
-                        f"cg_single_region gives a different solution for {case}: x[{worst}] = "
-                        f"{float(x[worst])!r}, pcg_v3 gives {float(ref.x[worst])!r}")
+                        f"cg_single_region gives a different solution for {case}: "
+                        f"{entry('x', worst, lang)} = {plain(x[worst])}, pcg_v3 gives "
+                        f"{plain(ref.x[worst])}")
                 if not relres <= eps or not np.isclose(relres, ref.relative_residual,
                                                        rtol=1e-4, atol=0.0):
                     raise AssertionError(
-                        f"cg_single_region reports the relative residual {relres!r} for {case}; "
-                        f"pcg_v3 reaches {float(ref.relative_residual)!r} (tolerance {eps:g})")
+                        f"cg_single_region reports the relative residual {plain(relres)} for "
+                        f"{case}; pcg_v3 reaches {plain(ref.relative_residual)} (tolerance "
+                        f"{eps:g})")
                 if t <= 2 and k > 0 and (run.result != runs[0].result or
                                          x.tobytes() != runs[0].arrays[5].tobytes() or
                                          relres != float(runs[0].arrays[8][0])):

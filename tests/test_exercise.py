@@ -248,9 +248,19 @@ def test_the_course_library_can_be_called_in_a_child():
     np.testing.assert_allclose(arrays[5], expected, rtol=1e-12)
 
 
-def test_the_solution_cg_passes(tmp_path):
-    exercise.check_race_free_cg(write(tmp_path, "cg.c", notebook_file("cg_fixed")),
-                                sizes=((6, 5, 4), (5, 4, 3, 0.5, 1.0, 2.0)), repeat=4)
+@pytest.mark.parametrize("lang, suffix", [("c", ".c"), ("fortran", ".f90")])
+def test_the_solution_cg_passes(tmp_path, lang, suffix):
+    exercise.check_race_free_cg(write(tmp_path, f"cg{suffix}", notebook_file(f"cg_fixed_{lang}")),
+                                lang, sizes=((6, 5, 4), (5, 4, 3, 0.5, 1.0, 2.0)), repeat=4)
+
+
+def test_the_racy_and_fixed_cg_are_twins_in_c_and_fortran():
+    """The Fortran racy CG races in the same places as the C one: every shared scalar is written
+    between the loops by every thread, the loop counter is private."""
+    racy_f, fixed_f = notebook_file("cg_racy_fortran"), notebook_file("cg_fixed_fortran")
+    assert "!$omp parallel private(i, m, s, k)" in racy_f and "!$omp single" not in racy_f
+    assert racy_f.count("!$omp do ") == notebook_file("cg_racy_c").count("#pragma omp for ") == 6
+    assert fixed_f.count("!$omp single") == 4 == notebook_file("cg_fixed_c").count("omp single")
 
 
 @pytest.mark.parametrize("old, new, message", [
@@ -263,20 +273,121 @@ def test_the_solution_cg_passes(tmp_path):
      "different result in .* OMP_NUM_THREADS=1, run 2 of 3 than in run 1"),
 ])
 def test_a_wrong_cg_fails_with_a_clear_message(tmp_path, old, new, message):
-    source = notebook_file("cg_fixed")
+    source = notebook_file("cg_fixed_c")
     assert old in source
     with pytest.raises(AssertionError, match=message):
-        exercise.check_race_free_cg(write(tmp_path, "cg.c", source.replace(old, new)),
+        exercise.check_race_free_cg(write(tmp_path, "cg.c", source.replace(old, new)), "c",
                                     threads=(1, 2), repeat=3, timeout=3.0)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("beta = rho / rho_old", "beta = 0.0_c_double",                      # steepest descent
+     "returned [0-9]+ iterations .* OMP_NUM_THREADS=1, run 1 of 3; the course's pcg_v3 needs"),
+    ("x(i) = x(i) + alpha * p(i)", "x(i) = x(i) + alpha * p(i) * merge(2, 1, i == 7)",
+     None),                                  # iterations may still agree: checked below
+    ("relres = res", "relres = 2 * res", r"relative residual [0-9.e-]+ for"),
+])
+def test_a_wrong_fortran_cg_fails_with_a_clear_message(tmp_path, old, new, message):
+    source = notebook_file("cg_fixed_fortran")
+    assert old in source
+    with pytest.raises(AssertionError) as err:
+        exercise.check_race_free_cg(write(tmp_path, "cg.f90", source.replace(old, new)),
+                                    "fortran", threads=(1, 2), repeat=3, timeout=5.0)
+    text = str(err.value)
+    if message:
+        assert re.search(message, text), text
+    assert "np.float64(" not in text and "np.int" not in text, text
 
 
 def test_the_racy_cg_is_right_with_one_thread_and_any_failure_names_the_threads(tmp_path):
     """The racy CG given to learners is the right algorithm on one thread. With more, a race may
     or may not strike in a given run (it does on most machines, not on all): when the check
     fails, it must say with how many threads."""
-    racy = write(tmp_path, "cg_racy.c", notebook_file("cg_racy"))
-    exercise.check_race_free_cg(racy, threads=(1,), repeat=3)
-    try:
-        exercise.check_race_free_cg(racy, threads=(2, 4, 8), repeat=10, timeout=5.0)
-    except AssertionError as err:
-        assert re.search(r"OMP_NUM_THREADS=[248]", str(err)), str(err)
+    for lang, suffix in (("c", ".c"), ("fortran", ".f90")):
+        racy = write(tmp_path, f"cg_racy{suffix}", notebook_file(f"cg_racy_{lang}"))
+        exercise.check_race_free_cg(racy, lang, threads=(1,), repeat=3)
+        try:
+            exercise.check_race_free_cg(racy, lang, threads=(2, 4, 8), repeat=10, timeout=5.0)
+        except AssertionError as err:
+            assert re.search(r"OMP_NUM_THREADS=[248]", str(err)), str(err)
+
+
+# --- messages in the learner's language ----------------------------------------------------------
+
+def test_plain_numbers_and_indices_in_the_learners_language():
+    assert exercise.plain(np.float64(1.5)) == "1.5"
+    assert exercise.plain(np.array([2.25])[0]) == "2.25"
+    assert exercise.plain(np.int32(3)) == "3" and exercise.plain(7) == "7"
+    assert exercise.plain(np.float64("nan")) == "nan"
+    assert exercise.entry("y", 3, "c") == "y[3]" and exercise.entry("y", 3, "fortran") == "y(4)"
+    assert exercise.row_label(0, "c") == "row 0"
+    assert exercise.row_label(0, "fortran") == "row 1 (1-based)"
+
+
+def test_a_wrong_fortran_crs_matvec_names_a_1_based_row(tmp_path):
+    """Only the last row is wrong: C would call it row n-1, Fortran row n."""
+    source = MATVEC_F.replace("  end do\nend subroutine",
+                              "  end do\n  y(n) = y(n) + 1.0_c_double\nend subroutine")
+    assert source != MATVEC_F
+    with pytest.raises(AssertionError) as err:
+        exercise.check_crs_matvec(write(tmp_path, "last.f90", source), "fortran", seeds=(1,),
+                                  sizes=(7,))
+    text = str(err.value)
+    assert "row 7 (1-based) gives" in text, text
+    assert "np.float64(" not in text, text
+
+
+def test_a_wrong_c_crs_matvec_names_a_0_based_row_and_plain_numbers(tmp_path):
+    source = (MATVEC_C % "sum").replace("y[i] = sum;", "y[i] = sum + (i == n - 1);")
+    with pytest.raises(AssertionError) as err:
+        exercise.check_crs_matvec(write(tmp_path, "last.c", source), "c", seeds=(1,), sizes=(7,))
+    text = str(err.value)
+    assert re.search(r"row 6 gives -?[0-9.e+-]+, expected -?[0-9.e+-]+$", text), text
+    assert "np.float64(" not in text, text
+
+
+def test_a_wrong_fortran_ell_matvec_names_a_1_based_row(tmp_path):
+    source = notebook_file("ell_matvec_fortran").replace("y(i) = s", "y(i) = s + merge(1, 0, i == n)")
+    with pytest.raises(AssertionError) as err:
+        exercise.check_ell_matvec(write(tmp_path, "ell.f90", source), "fortran", seeds=(1,),
+                                  sizes=(7,), poisson=(), threads=(1,))
+    text = str(err.value)
+    assert "row 7 (1-based) gives" in text and "np.float64(" not in text, text
+
+
+def test_a_wrong_fortran_cg_names_a_1_based_entry_of_x(tmp_path):
+    """A solver that spoils x(1) after converging: the message names x(1), as Fortran does."""
+    source = notebook_file("cg_fixed_fortran").replace(
+        "relres = res", "relres = res\n  x(1) = x(1) + 1.0_c_double")
+    with pytest.raises(AssertionError) as err:
+        exercise.check_race_free_cg(write(tmp_path, "cg.f90", source), "fortran", threads=(1,),
+                                    repeat=1)
+    text = str(err.value)
+    assert "x(1) = " in text and "pcg_v3 gives" in text, text
+    assert "np.float64(" not in text, text
+
+
+FEM3D_SOLUTION = (Path(__file__).resolve().parent.parent / "solutions" / "02_fem3d"
+                  / "02_fem3d_exercise.ipynb")
+
+
+@pytest.mark.parametrize("lang", ["c", "fortran"])
+def test_a_wrong_fem3d_assemble_names_the_entry_in_the_learners_language(tmp_path, lang):
+    """rhs doubled: the first wrong entry is rhs[k] in C, rhs(k+1) in Fortran; no NumPy reprs."""
+    import nbformat
+
+    nb = nbformat.read(FEM3D_SOLUTION, as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")
+                == f"fem3d_assemble_{lang}")
+    source = cell.source.split("\n", 1)[1]
+    suffix = {"c": ".c", "fortran": ".f90"}[lang]
+    broken = {"c": ("rhs[node[a]] += fe[a];", "rhs[node[a]] += 2.0 * fe[a];"),
+              "fortran": ("rhs(elements(a, e)) + fe(a)", "rhs(elements(a, e)) + 2 * fe(a)")}[lang]
+    assert broken[0] in source, broken
+    with pytest.raises(AssertionError) as err:
+        exercise.check_fem3d_assemble(write(tmp_path, f"fem{suffix}", source.replace(*broken)),
+                                      lang, sizes=((1, 1, 1),))
+    text = str(err.value)
+    expected = r"rhs\(\d+\) is" if lang == "fortran" else r"rhs\[\d+\] is"
+    assert re.search(expected, text), text
+    assert "np.float64(" not in text, text
