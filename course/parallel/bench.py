@@ -32,14 +32,6 @@ from .. import toolchain
 SEED_OPENFOAM_BYTES = {1536: 3.6e6, 3072: 1.4e7, 6144: 5.7e7}
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity: a job's share on a cluster node)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:                     # not Linux
-        return os.cpu_count() or 1
-
-
 def run_ranks(ranks: int, n: int, cg_n: int, partition: str, repeat: int, iterations: int,
               steps: int, timeout: float = 900, suite: str = "halo") -> dict:
     """The measurements of course.parallel.bench_rank on `ranks` MPI processes."""
@@ -91,7 +83,7 @@ def bench_halo(sizes=(24,), ranks=None, repeat: int = 5, partition: str = "metis
     (n,) = sizes if len(sizes) == 1 else (None,)
     if n is None:
         raise ValueError("bench halo takes one size (the n of the n^3 mesh)")
-    cores = usable_cores()
+    cores = toolchain.usable_cores()
     ranks = list(ranks or range(1, max(cores, 4) + 1))
     if any(p < 1 for p in ranks):
         raise ValueError(f"--ranks must be positive, got {ranks}")
@@ -224,7 +216,7 @@ def bench_pipecg(sizes=(32,), ranks=None, repeat: int = 5, partition: str = "met
     (n,) = sizes if len(sizes) == 1 else (None,)
     if n is None:
         raise ValueError("bench pipecg takes one size (the n of the n^3 mesh)")
-    cores = usable_cores()
+    cores = toolchain.usable_cores()
     ranks = list(ranks or range(1, max(cores, 4) + 1))
     runs = []
     for p in tqdm(ranks, desc="bench pipecg", unit="rank count", disable=not progress):
