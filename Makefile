@@ -8,6 +8,7 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 help:
 	@echo "make book    set up, compile the kernels, execute the lectures, write the HTML book"
 	@echo "make test    the whole test suite"
+	@echo "make serve   the built book at http://127.0.0.1:8000 (search with snippets)"
 	@echo "make lab     JupyterLab on the course (localhost, with a token)"
 	@echo "make doctor  check compilers, OpenMP, MPI, cores"
 	@echo "make lock    refresh requirements-lock.txt from the packages in .venv"
@@ -42,6 +43,15 @@ book: build $(SOLVED)
 	jupyter-book build . --config book/_config.yml --toc book/_toc.yml \
 		--path-output build/book --warningiserror --keep-going
 	@echo "The book: file://$(CURDIR)/$(BOOK)"
+
+# The book opens from disk (file://), but there a browser refuses the search page's requests for the
+# pages' text (CORS), so search lists hits without snippets. Served over HTTP, search is complete.
+# Local only (127.0.0.1); PORT=8001 make serve picks another port.
+PORT ?= 8000
+serve:
+	@test -f $(BOOK) || { echo "no book yet: run make book first"; exit 1; }
+	@echo "The book: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the server)"
+	$(PY) -m http.server $(PORT) --bind 127.0.0.1 --directory build/book/_build/html
 
 test: setup-test
 	@if [ -d tests ]; then $(PY) -m pytest; \
