@@ -26,26 +26,25 @@ want_test=0
 say() { printf 'setup: %s\n' "$*"; }
 
 # --- 1. system toolchain -------------------------------------------------------------------------
-# command -> Debian package that provides it
-declare -A apt_pkg=(
-    [cc]=gcc [c++]=g++ [gfortran]=gfortran [cmake]=cmake [make]=make
-    [mpicc]=libopenmpi-dev [mpif90]=libopenmpi-dev [mpiexec]=openmpi-bin [lscpu]=util-linux
-)
-needed=(cc c++ gfortran cmake make mpicc mpif90 mpiexec lscpu)
-if [ "$want_test" = 1 ]; then
-    apt_pkg[chromium]=chromium
-    needed+=(chromium)
-fi
+# command -> Debian package that provides it (a function, not an associative array: macOS's bash 3.2)
+apt_pkg() {
+    case "$1" in
+        cc) echo gcc ;; c++) echo g++ ;; mpicc | mpif90) echo libopenmpi-dev ;;
+        mpiexec) echo openmpi-bin ;; lscpu) echo util-linux ;; *) echo "$1" ;;
+    esac
+}
+needed=(cc c++ gfortran cmake make mpicc mpif90 mpiexec)
+[ "$(uname -s)" = Linux ] && needed+=(lscpu)          # cores, sockets and NUMA nodes on Linux
+[ "$want_test" = 1 ] && needed+=(chromium)
 
 missing=()
 for c in "${needed[@]}"; do
     command -v "$c" >/dev/null 2>&1 || missing+=("$c")
 done
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
-apt_pkg[python3-venv]=python3-venv
 
 if [ "${#missing[@]}" -gt 0 ]; then
-    pkgs=$(for c in "${missing[@]}"; do echo "${apt_pkg[$c]}"; done | sort -u | tr '\n' ' ')
+    pkgs=$(for c in "${missing[@]}"; do apt_pkg "$c"; done | sort -u | tr '\n' ' ')
     if [ -n "${CONDA_PREFIX:-}" ]; then
         say "missing in the conda environment: ${missing[*]}"
         say "run: conda env update -n \"$(basename "$CONDA_PREFIX")\" -f environment.yml"
@@ -67,7 +66,8 @@ fi
 # --- 2. Python virtual environment ---------------------------------------------------------------
 venv=.venv
 lock=requirements-lock.txt
-stamp="$venv/.installed-$(cat pyproject.toml "$lock" 2>/dev/null | sha1sum | cut -c1-12)"
+sha1() { if command -v sha1sum >/dev/null 2>&1; then sha1sum; else shasum -a 1; fi; }
+stamp="$venv/.installed-$(cat pyproject.toml "$lock" 2>/dev/null | sha1 | cut -c1-12)"
 if [ -n "${COURSE_WHEELHOUSE:-}" ]; then
     if [ ! -d "$COURSE_WHEELHOUSE" ]; then
         say "COURSE_WHEELHOUSE=$COURSE_WHEELHOUSE is not a folder (make it with: make wheelhouse)"
