@@ -75,3 +75,48 @@ def test_every_lecture_notebook_has_objectives_and_key_points():
         tags = [c.get("metadata", {}).get("tags", []) for c in nb["cells"] if c["cell_type"] == "code"]
         assert ["parameters"] in tags or any("parameters" in t for t in tags), \
             f"{path.name} has no cell tagged 'parameters'"
+
+
+# -- the lock file: exact versions for reproducible installs (workshops) -------------------------
+
+LOCK = ROOT / "requirements-lock.txt"
+
+
+def _locked() -> dict[str, str]:
+    pins = {}
+    for line in LOCK.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, sep, version = line.partition("==")
+            assert sep and version, f"requirements-lock.txt: {line!r} is not pinned with =="
+            pins[_name(name)] = version.strip()
+    return pins
+
+
+def test_lock_file_pins_every_dependency_of_pyproject():
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = list(project["dependencies"])
+    wanted += [d for extra in project["optional-dependencies"].values() for d in extra]
+    pins = _locked()
+    assert "course" not in pins, "the course itself is installed editable, not from the lock"
+    for requirement in map(Requirement, wanted):
+        name = _name(requirement.name)
+        assert name in pins, f"{name} (pyproject.toml) is not in requirements-lock.txt: make lock"
+        assert requirement.specifier.contains(pins[name], prereleases=True), \
+            f"requirements-lock.txt pins {name}=={pins[name]}, pyproject.toml wants {requirement}"
+
+
+def test_setup_installs_the_lock_file_and_the_course_editable():
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    assert "lock=requirements-lock.txt" in setup
+    assert re.search(r'locked=\(-r "\$lock"\)', setup)
+    install = re.search(r'pip install -q \$\{locked\[@\]\+"\$\{locked\[@\]\}"\} -e "\.\[test\]"',
+                        setup)
+    assert install, "setup.sh must install the lock file and the course (editable) in one pip call"
+    assert re.search(r'stamp=.*pyproject\.toml "\$lock"', setup), \
+        "a changed lock file must trigger a reinstall"
+    assert "COURSE_WHEELHOUSE" in setup and "PIP_NO_INDEX=1" in setup
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^lock:", makefile, flags=re.M) and "pip freeze" in makefile
