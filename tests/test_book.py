@@ -121,3 +121,58 @@ def test_page_renders_offline_in_a_browser(book, page):
         assert len(images) > 0, "a lecture without a single figure?"
     broken = [i["src"] for i in images if not i["ok"]]
     assert broken == [], f"images that did not load: {broken}"
+
+
+# ---- readable pages: highlighting, figures, tabs, wrapping (issue 10, section 3) ----------------
+
+def _exercise_pages(book):
+    for source in sorted((ROOT / "exercises").glob("*/*.ipynb")):
+        yield source, book / "exercises" / source.parent.name / f"{source.stem}.html"
+
+
+def test_writefile_cells_are_highlighted_in_their_language(book):
+    """%%writefile cells of the exercises are drawn by the C/Fortran lexer: #pragma omp is a
+    preprocessor line (class cp), not a Python comment (class c1)."""
+    seen = set()
+    for source, page in _exercise_pages(book):
+        text = page.read_text()
+        for name in re.findall(r"%%writefile (\S+?\.(?:c|f90))\b", source.read_text()):
+            language = "c" if name.endswith(".c") else "fortran"
+            assert f'highlight-{language}-writefile' in text, f"{page.name}: {name}"
+            seen.add(language)
+        assert not re.search(r'<span class="c1">#\s*pragma', text), f"{page.name}: pragma as comment"
+    assert seen == {"c", "fortran"}
+    omp = (book / "exercises" / "04_openmp" / "04_openmp_exercise.html").read_text()
+    assert re.search(r'<span class="cp">#pragma omp', omp), "04_openmp: #pragma omp not highlighted"
+
+
+@pytest.mark.parametrize("page", [p for p in LECTURE_PAGES if p.split("/")[1][:3] in
+                                  ("01_", "02_", "04_", "05_")])
+def test_lecture_figures_are_svg_and_kernels_have_both_languages(book, page):
+    text = (book / page).read_text()
+    images = re.findall(r'<img[^>]+src="([^"]+)"', text)
+    assert images, "no figures"
+    raster = [src for src in images if not src.endswith(".svg")]
+    assert not raster, f"raster figures (show.setup() not called?): {raster[:3]}"
+    c = text.count('class="highlight-c notranslate"')
+    fortran = text.count('class="highlight-fortran notranslate"')
+    assert c == fortran, f"{c} C listings but {fortran} Fortran listings"
+
+
+def test_kernels_shown_only_in_c_before_have_fortran_tabs(book):
+    for page, kernels in [("02_fem3d_b_assembly_and_solve", ["fem3d_pattern", "fem3d_face_flux"]),
+                          ("04_openmp_b_storage_formats", ["sell_matvec"])]:
+        text = (book / "notebooks" / f"{page}.html").read_text()
+        assert 'data-sync-id="fortran"' in text and "sd-tab-set" in text, page
+        for kernel in kernels:      # the Fortran tab's title: `src_fortran/...f90` — `kernel`
+            assert re.search(rf'src_fortran/[^<]*\.f90</span></code> — <code[^>]*><span class="pre">'
+                             rf'{kernel}</span>', text), f"{page}: no Fortran {kernel}"
+    diff_page = (book / "notebooks" / "04_openmp_b_storage_formats.html").read_text()
+    assert diff_page.count('class="highlight-diff notranslate"') == 2, "the v1 -> v2 diff: C and Fortran"
+
+
+def test_long_output_lines_wrap(book):
+    css = book / "_static" / "course.css"
+    assert css.exists() and "pre-wrap" in css.read_text()
+    for page in LECTURE_PAGES:
+        assert "_static/course.css" in (book / page).read_text(), page
