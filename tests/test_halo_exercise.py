@@ -267,8 +267,18 @@ def one_external_node_less(tables, owner):
     tables["global_ids"] = tables["global_ids"][:-1]
 
 
+def n_internal_one_more(tables, owner):
+    tables["n_internal"] = np.int64(tables["n_internal"] + 1)
+
+
+def global_ids_as_text(tables, owner):
+    tables["global_ids"] = np.array([str(v) for v in tables["global_ids"]])
+
+
 @pytest.mark.parametrize("change, expected", [
     (sorted_by_number, "global_ids is wrong: the right external nodes in the wrong order"),
+    (n_internal_one_more, "n_internal is "),
+    (global_ids_as_text, "global_ids must be a 1-D array (or list) of integers, got ndarray"),
     (global_export_index, "export_index for neighbour"),
     (without_neighbours, "without neighbours"),
     (one_external_node_less, "external node(s) are missing")])
@@ -277,3 +287,4 @@ def test_wrong_local_tables_name_the_field(change, expected):
         grading.check_local_tables(wrong_tables(change), UNSEEN)
     assert expected in str(info.value), str(info.value)
     assert re.search(r"rank \d+ of the .* mesh", str(info.value)), str(info.value)
+    assert "np.int" not in str(info.value) and "array(" not in str(info.value)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..exercise import plain
 from ..mesh import BoxMesh, box_mesh
 from . import exchange_messages as messages
 from .local import LocalData, local_data
@@ -114,6 +115,16 @@ def _show(values, keep: int = 12) -> str:
     return "[" + ", ".join(map(str, values[:keep])) + more + "]"
 
 
+def _shown(value) -> str:
+    """A value for a message: a number plainly (never np.int64(4)), anything else by its type and
+    (short) text."""
+    try:
+        return plain(value)
+    except (TypeError, ValueError):
+        text = str(value).replace("\n", " ")
+        return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
+
+
 def _as_ints(got: dict, name: str, where: str) -> np.ndarray:
     try:
         values = np.asarray(got[name])
@@ -121,7 +132,7 @@ def _as_ints(got: dict, name: str, where: str) -> np.ndarray:
             raise ValueError
     except (TypeError, ValueError):
         raise AssertionError(f"local_tables for {where}: {name} must be a 1-D array (or list) of "
-                             f"integers, got {got[name]!r:.80}") from None
+                             f"integers, got {_shown(got[name])}") from None
     return values.astype(np.int64)
 
 
@@ -133,7 +144,8 @@ def _compare_tables(got, expected: LocalData, owner: np.ndarray, where: str) -> 
                              f"{', '.join(missing)}")
     n = expected.n_internal
     if not isinstance(got["n_internal"], (int, np.integer)) or got["n_internal"] != n:
-        raise AssertionError(f"local_tables for {where}: n_internal is {got['n_internal']!r}, "
+        raise AssertionError(f"local_tables for {where}: n_internal is "
+                             f"{_shown(got['n_internal'])}, "
                              f"expected {n} (the number of nodes this rank owns)")
     _compare_global_ids(_as_ints(got, "global_ids", where), expected, owner, where)
     for name, hint in (

@@ -47,7 +47,8 @@ def check_alpha_recurrence(next_alpha, sizes=(12, 40), seeds=(1, 2), steps: int 
                     try:
                         ok = bool(np.isclose(float(got), expected, rtol=1e-9))
                     except (TypeError, ValueError):
-                        raise AssertionError(f"next_alpha must return a number, got {got!r:.60}")
+                        raise AssertionError(f"next_alpha must return a number, got "
+                                             f"{type(got).__name__} {str(got)[:60]}")
                     if not ok:
                         raise AssertionError(
                             f"next_alpha({gamma:.6g}, {gamma_old:.6g}, {r @ (a @ r):.6g}, "
