@@ -34,8 +34,8 @@ apt_pkg() {
     esac
 }
 needed=(cc c++ gfortran cmake make mpicc mpif90 mpiexec)
-[ "$(uname -s)" = Linux ] && needed+=(lscpu)          # cores, sockets and NUMA nodes on Linux
-[ "$want_test" = 1 ] && needed+=(chromium)
+if [ "$(uname -s)" = Linux ]; then needed+=(lscpu); fi   # cores, sockets and NUMA nodes on Linux
+if [ "$want_test" = 1 ]; then needed+=(chromium); fi
 
 missing=()
 for c in "${needed[@]}"; do
