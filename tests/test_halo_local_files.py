@@ -4,8 +4,9 @@ course.parallel.local.write_local (the files of `python -m course partition`) fo
 map: METIS, blocks, a random map, and a valid file whose local numbering is not the writer's.
 
 Against the serial fem3d_c on the same input (iterations +-1, max T to 1e-10, the partition line
-equal to course.parallel.partition.quality of the map), against the same program with line 7
-`PX PY PZ` (blocks as files: the very same summary), the .pvtu output from files, and bad files:
+equal to course.parallel.partition.quality of the map, the two lines on the solver: pcg, blocking),
+against the same program with line 7 `PX PY PZ` (blocks as files: the very same summary), the
+.pvtu output from files, and bad files:
 exit status 2, exactly one line from the program (from the lowest rank whose file is bad), never a
 hang, never a crash, never an unbounded allocation (a memory limit is set where a count is huge).
 
@@ -27,8 +28,9 @@ from course.mesh import BoxMesh, box_mesh
 from course.parallel.local import LocalData, all_local_data, local_path, read_local, write_local
 from course.parallel.partition import block_partition, metis_partition, quality
 from test_fem3d_programs import parse_summary, read_vtk
-from test_halo_programs import (CORNERS, LABELS, PROGRAMS, assert_one_error, assert_serial_answer,
-                                mpi_input, mpiexec, read_piece, read_pvtu)
+from test_halo_programs import (CORNERS, LABELS, PROGRAMS, SUMMARY_LINES, assert_default_solver,
+                                assert_one_error, assert_serial_answer, mpi_input, mpiexec,
+                                read_piece, read_pvtu)
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.compiled]
 
@@ -108,9 +110,10 @@ def serial_summary(fem3d_c, tmp_path: Path, nel: str, face: str, *output) -> dic
 
 
 def partition_line(stdout: str) -> tuple[str, list[int]]:
-    """(what the parenthesis says, the numbers) of the partition line."""
+    """(what the parenthesis says, the numbers) of the partition line (the summary's sixth, before
+    the two lines on the solver)."""
     lines = stdout.splitlines()
-    assert len(lines) == 6, lines
+    assert len(lines) == SUMMARY_LINES, lines
     m = PARTITION_LINE.search(lines[5])
     assert m, lines[5]
     numbers = [int(v) for v in m.groups()[:1] + m.groups()[2:]]
@@ -143,6 +146,7 @@ def test_partition_files_give_the_serial_answer(name, fem3d_c, tmp_path, case):
     ref = serial_summary(fem3d_c, tmp_path, nel, face)
     result = run_files(name, tmp_path, nel, owner, face, prefix)
     assert_serial_answer(result.stdout, ref)
+    assert_default_solver(result.stdout.splitlines())
     described, numbers = partition_line(result.stdout)
     assert "blocks" not in described and Path(prefix).name in described, described
     assert numbers == expected_partition(nel, owner)
@@ -193,6 +197,7 @@ def test_any_valid_local_numbering(name, fem3d_c, tmp_path):
     result = mpiexec(3, name, "case.dat", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert_serial_answer(result.stdout, ref)
+    assert_default_solver(result.stdout.splitlines())
     assert partition_line(result.stdout)[1] == expected_partition(nel, owner)
 
 
@@ -230,6 +235,8 @@ def test_blocks_as_files_give_the_blocks_summary(name, tmp_path, case):
     assert blocks.returncode == 0, blocks.stdout + blocks.stderr
     files_lines, block_lines = from_files.stdout.splitlines(), blocks.stdout.splitlines()
     assert files_lines[:5] == block_lines[:5]         # iterations, residual, max T, error: exact
+    assert files_lines[6:] == block_lines[6:]         # the solver: pcg, its true residual: exact
+    assert_default_solver(files_lines)
     assert partition_line(from_files.stdout)[1] == partition_line(blocks.stdout)[1]
     assert "blocks" in partition_line(blocks.stdout)[0]
     assert partition_line(from_files.stdout)[1] == expected_partition(nel, owner)

@@ -1,9 +1,10 @@
 """Lecture 05_halo, compiled side: the MPI programs fem3d_mpi_c and fem3d_mpi_f under mpiexec with 1
 to 4 ranks (more ranks than cores: oversubscribed) and even and uneven blocks, against the serial
 fem3d_c on the same input (iterations +-1, the same unknowns and nonzeros, max T to 1e-10, the
-partition line), their .pvtu output (every element in exactly one piece, the serial temperatures at
-every point of every piece) and their errors (exit status 2, exactly one line on stderr from the
-program, never a hang or a crash).
+partition line, and the two lines on the solver: cg_variant_mpi of 06_pipecg, pcg with blocking
+reductions when the command line names no variant), their .pvtu output (every element in exactly
+one piece, the serial temperatures at every point of every piece) and their errors (exit status 2,
+exactly one line on stderr from the program, never a hang or a crash).
 
 Every mpiexec call has a timeout (and MPIEXEC_TIMEOUT, so that mpiexec itself kills a deadlocked
 job), so that a deadlock fails the test instead of hanging the run."""
@@ -98,6 +99,34 @@ PARTITION_LINE = re.compile(
     r"ranks (\d+) \((\d+) x (\d+) x (\d+) blocks\), internal nodes per rank min (\d+) max (\d+), "
     r"neighbours max (\d+), external nodes total (\d+), bytes per exchange (\d+)")
 
+# The summary: fem3d's five lines, the partition (line 6), then the two lines on the solver
+SUMMARY_LINES = 8
+VARIANT_LINE = re.compile(r"^  algorithm (\S+) \((blocking|iallreduce)\), reductions per iteration "
+                          r"(-?\d+)$")
+TRUE_LINE = re.compile(r"^  true relative residual (\S+) \(\|\|b - A x\|\| / \|\|b\|\|, "
+                       r"recomputed\)$")
+
+
+def solver_lines(lines: list[str]) -> dict:
+    """The two lines on the solver (lines 7 and 8 of the summary): algorithm, reductions, the
+    reductions counted per iteration, the true relative residual."""
+    assert len(lines) >= SUMMARY_LINES, lines
+    m = VARIANT_LINE.match(lines[6])
+    assert m, lines[6]
+    t = TRUE_LINE.match(lines[7])
+    assert t, lines[7]
+    return {"algorithm": m[1], "reductions": m[2], "reductions_per_iteration": int(m[3]),
+            "true_relres": float(t[1])}
+
+
+def assert_default_solver(lines: list[str], eps: float = 1e-10) -> None:
+    """No variant word: pcg with blocking reductions, 2 counted per iteration, and a true
+    residual that did not drift from the recursive one."""
+    s = solver_lines(lines)
+    assert (s["algorithm"], s["reductions"], s["reductions_per_iteration"]) == \
+        ("pcg", "blocking", 2), lines[6]
+    assert s["true_relres"] <= 10 * eps, lines[7]
+
 
 # --- the same answers as the serial program -------------------------------------------------------
 
@@ -130,10 +159,11 @@ def test_matches_the_serial_program(name, fem3d_c, tmp_path, case):
     assert result.returncode == 0, result.stdout + result.stderr
     assert not [line for line in result.stderr.splitlines() if line.startswith(name)]
 
-    lines = result.stdout.splitlines()                 # rank 0 alone prints: 6 lines, once
-    assert len(lines) == 6, lines
+    lines = result.stdout.splitlines()                 # rank 0 alone prints: 8 lines, once
+    assert len(lines) == SUMMARY_LINES, lines
     assert lines[0].startswith(f"fem3d_mpi ({LABELS[name]}): "), lines[0]
     assert_serial_answer(result.stdout, parse_summary(serial.stdout))
+    assert_default_solver(lines)
 
     m = PARTITION_LINE.search(lines[5])
     assert m, lines[5]
@@ -159,6 +189,9 @@ def test_example_on_four_ranks(name, fem3d_c, tmp_path):
     assert s["t_max"] == pytest.approx(0.32, rel=1e-7)
     assert "ranks 4 (2 x 2 x 1 blocks), internal nodes per rank min 144 max 225, neighbours " \
            "max 3, external nodes total 360, bytes per exchange 2880" in result.stdout
+    lines = result.stdout.splitlines()
+    assert len(lines) == SUMMARY_LINES, lines
+    assert_default_solver(lines, eps=float(example.splitlines()[5].split()[0]))
 
 
 # --- the .pvtu file and its pieces ----------------------------------------------------------------

@@ -2,6 +2,7 @@
  * parts given as local data files.
  *
  *   usage: mpiexec -n P fem3d_mpi_c INPUT [OUTPUT.pvtu] [ALGORITHM] [blocking|iallreduce]
+ *                                     [replace=N]
  *
  * INPUT is fem3d's input file (see src_c/02_fem3d/fem3d_main.c) with a 7th line, one of
  *   PX PY PZ        number of parts along x, y, z (> 0, PX PY PZ = P, PX <= NX + 1, ...)
@@ -18,17 +19,17 @@
  *   external nodes   the other corners of the local elements, by owner rank, then global number;
  * and the import/export tables of halo.h. From there on blocks and files take one path: the node
  * data from the global numbers, the local matrix over the local elements assembled with fem3d's
- * kernels (its internal rows come out equal to the serial ones), pcg_jacobi_mpi. Rank 0 prints
- * fem3d's summary, with global numbers, and a line on the partition.
- * ALGORITHM (pcg, chronopoulos-gear, gropp or pipelined: lecture 06_pipecg) and blocking
- * (MPI_Allreduce) or iallreduce (MPI_Iallreduce + MPI_Wait), in any order after INPUT, solve with
- * cg_variant_mpi (06_pipecg/cg_mpi.h) instead; a missing one of the two is pcg, or blocking. The
- * summary then has two more lines: the algorithm, the reductions, the global sums counted per
- * iteration, and the true relative residual ||b - A x|| / ||b||. Any other word after INPUT
- * that does not end in .pvtu is an error. With OUTPUT.pvtu, rank r
- * writes the piece STEM_r.vtu (VTK XML: its local nodes and the elements whose corner 0 it owns, so
- * that every element is in exactly one piece) and rank 0 the file OUTPUT.pvtu that gathers the
- * pieces (ParaView).
+ * kernels (its internal rows come out equal to the serial ones), and the solution with
+ * cg_variant_mpi (06_pipecg/cg_mpi.h). ALGORITHM (pcg, chronopoulos-gear, gropp or pipelined:
+ * lecture 06_pipecg), blocking (MPI_Allreduce) or iallreduce (MPI_Iallreduce + MPI_Wait), and
+ * replace=N (residual replacement every N iterations, N > 0), in any order after INPUT, choose
+ * the variant; a missing one is pcg, blocking, or no replacement. Rank 0 prints fem3d's
+ * summary, with global numbers, a line on the partition, and two lines on the solver: the
+ * algorithm, the reductions, the global sums counted per iteration, and the true relative
+ * residual ||b - A x|| / ||b||. Any other word after INPUT that does not end in .pvtu is an
+ * error. With OUTPUT.pvtu, rank r writes the piece STEM_r.vtu (VTK XML: its local nodes and the
+ * elements whose corner 0 it owns, so that every element is in exactly one piece) and rank 0 the
+ * file OUTPUT.pvtu that gathers the pieces (ParaView).
  * Exit status, the same on every rank: 0 converged, 1 not converged (or out of memory), 2 bad
  * input, local data or output file. An error is one line on stderr, from the lowest rank that found
  * it. */
@@ -54,13 +55,14 @@ enum { PATH_SIZE = 1024, MSG_SIZE = 2 * PATH_SIZE };
 
 static const char *const PART_NAMES[3] = {"PX", "PY", "PZ"};
 static const char *const REDUCTION_NAMES[2] = {"blocking", "iallreduce"};
+static const char *const REPLACE_WORD = "replace=";   /* replace=N on the command line */
 
 /* the command line after INPUT */
 typedef struct {
     const char *output;            /* OUTPUT.pvtu, or NULL */
-    int variant;                   /* nonzero: an algorithm or the reductions were given */
     int algorithm;                 /* CG_PCG, ... (cg_mpi.h) */
     int nonblocking;               /* 1: iallreduce, 0: blocking */
+    int replace_every;             /* N of replace=N, or 0: no residual replacement */
 } options;
 
 typedef struct {
@@ -128,41 +130,70 @@ static int ends_with(const char *text, const char *suffix)
     return n >= k && strcmp(text + n - k, suffix) == 0;
 }
 
+/* N of the word replace=N: one or more decimal digits, 1 <= N <= INT_MAX; 0 if it is not that */
+static int replace_count(const char *word)
+{
+    const char *digits = word + strlen(REPLACE_WORD);
+    size_t len = strlen(digits);
+    if (len == 0 || strspn(digits, "0123456789") != len)
+        return 0;
+    errno = 0;
+    long n = strtol(digits, NULL, 10);
+    return errno == 0 && n > 0 && n <= INT_MAX ? (int)n : 0;
+}
+
+/* The kind of word (0 output, 1 algorithm, 2 reductions, 3 replacement) and its value in o;
+ * -1 after one line from rank 0 if it is none of them or a bad replace=N. */
+static int read_word(const char *word, int rank, options *o)
+{
+    if (cg_algorithm_from_name(word) >= 0) {
+        o->algorithm = cg_algorithm_from_name(word);
+        return 1;
+    }
+    if (strcmp(word, REDUCTION_NAMES[0]) == 0 || strcmp(word, REDUCTION_NAMES[1]) == 0) {
+        o->nonblocking = strcmp(word, REDUCTION_NAMES[1]) == 0;
+        return 2;
+    }
+    if (ends_with(word, ".pvtu")) {
+        o->output = word;
+        return 0;
+    }
+    if (strncmp(word, REPLACE_WORD, strlen(REPLACE_WORD)) == 0) {
+        o->replace_every = replace_count(word);
+        if (o->replace_every > 0)
+            return 3;
+        if (rank == 0)
+            fprintf(stderr, PROG ": argument '%s': N must be a positive integer (replace=N: "
+                    "residual replacement every N iterations)\n", word);
+        return -1;
+    }
+    if (rank == 0)
+        fprintf(stderr, PROG ": unknown argument '%s': expected OUTPUT.pvtu, an algorithm (pcg, "
+                "chronopoulos-gear, gropp, pipelined) or the reductions (blocking, iallreduce)\n",
+                word);
+    return -1;
+}
+
 /* The words after INPUT (every rank reads the same): returns 0, or 2 after one line from
  * rank 0. */
 static int read_options(int argc, char **argv, int rank, options *o)
 {
-    static const char *const WHAT[3] = {"the output file", "the algorithm", "the reduction mode"};
+    static const char *const WHAT[4] = {"the output file", "the algorithm", "the reduction mode",
+                                        "the residual replacement"};
     o->output = NULL;
-    o->variant = 0;
     o->algorithm = CG_PCG;
     o->nonblocking = 0;
-    int given[3] = {0, 0, 0};
+    o->replace_every = 0;
+    int given[4] = {0, 0, 0, 0};
     for (int k = 2; k < argc; k++) {
-        const char *word = argv[k];
-        int kind;
-        if (cg_algorithm_from_name(word) >= 0) {
-            kind = 1;
-            o->algorithm = cg_algorithm_from_name(word);
-        } else if (strcmp(word, REDUCTION_NAMES[0]) == 0 || strcmp(word, REDUCTION_NAMES[1]) == 0) {
-            kind = 2;
-            o->nonblocking = strcmp(word, REDUCTION_NAMES[1]) == 0;
-        } else if (ends_with(word, ".pvtu")) {
-            kind = 0;
-            o->output = word;
-        } else {
-            if (rank == 0)
-                fprintf(stderr, PROG ": unknown argument '%s': expected OUTPUT.pvtu, an algorithm "
-                        "(pcg, chronopoulos-gear, gropp, pipelined) or the reductions (blocking, "
-                        "iallreduce)\n", word);
+        const int kind = read_word(argv[k], rank, o);
+        if (kind < 0)
             return 2;
-        }
         if (given[kind]++) {
             if (rank == 0)
-                fprintf(stderr, PROG ": argument '%s': %s is given twice\n", word, WHAT[kind]);
+                fprintf(stderr, PROG ": argument '%s': %s is given twice\n", argv[k], WHAT[kind]);
             return 2;
         }
-        o->variant = o->variant || kind > 0;
     }
     return 0;
 }
@@ -850,7 +881,8 @@ static void print_summary(const problem *p, const local_data *d, const local_sys
     fflush(stdout);
 }
 
-/* two more lines after a run of cg_variant_mpi (rank 0 prints) */
+/* the two lines on the solver: the variant and its counted reductions, the true residual
+ * (rank 0 prints) */
 static void print_variant(const options *o, int per_iteration, double true_relres, int rank)
 {
     if (rank != 0)
@@ -889,27 +921,20 @@ static int solve(const problem *p, const local_data *d, const local_mesh *m, loc
 
     const long n_global = (long)(p->fem.nel[0] + 1) * (p->fem.nel[1] + 1) * (p->fem.nel[2] + 1);
     const int max_iter = 10 * n_global <= INT_MAX ? 10 * (int)n_global : INT_MAX;
-    double relres, true_relres = 0.0;
-    int iters, per_iteration = 0;
-    if (!o->variant)                                       /* 05_halo's PCG */
-        iters = pcg_jacobi_mpi(d->n_internal, d->n_local, s->row_ptr, s->col_idx, s->val, s->rhs,
-                               s->t, p->fem.eps, max_iter, &relres, d->n_neighbours, d->neighbours,
+    double relres, true_relres;
+    int per_iteration;
+    int iters = cg_variant_mpi(o->algorithm, o->nonblocking, o->replace_every, d->n_internal,
+                               d->n_local, s->row_ptr, s->col_idx, s->val, s->rhs, s->t,
+                               p->fem.eps, max_iter, &relres, d->n_neighbours, d->neighbours,
                                d->import_ptr, d->import_index, d->export_ptr, d->export_index,
-                               MPI_COMM_WORLD);
-    else                                                   /* 06_pipecg's variants */
-        iters = cg_variant_mpi(o->algorithm, o->nonblocking, 0, d->n_internal, d->n_local,
-                               s->row_ptr, s->col_idx, s->val, s->rhs, s->t, p->fem.eps, max_iter,
-                               &relres, d->n_neighbours, d->neighbours, d->import_ptr,
-                               d->import_index, d->export_ptr, d->export_index, MPI_COMM_WORLD,
-                               &per_iteration, &true_relres);
+                               MPI_COMM_WORLD, &per_iteration, &true_relres);
     if (iters < 0)
         return out_of_memory(p, rank);
     /* the external temperatures too (the solver updates the internal ones only) */
     halo_exchange(d->n_neighbours, d->neighbours, d->import_ptr, d->import_index, d->export_ptr,
                   d->export_index, s->t, s->send_buf, s->recv_buf, MPI_COMM_WORLD);
     print_summary(p, d, s, partition, iters, relres, rank, n_ranks);
-    if (o->variant)
-        print_variant(o, per_iteration, true_relres, rank);
+    print_variant(o, per_iteration, true_relres, rank);
     status = relres <= p->fem.eps ? 0 : 1;
     if (output != NULL) {
         if (write_output(output, d, s, rank, n_ranks) != 0)
@@ -958,10 +983,10 @@ int main(int argc, char **argv)
     input_quiet = rank != 0;              /* every rank reads the input; rank 0 reports */
     int status = 2;
     options o;
-    if (argc < 2 || argc > 5) {
+    if (argc < 2 || argc > 6) {
         if (rank == 0)
             fprintf(stderr, "usage: %s INPUT [OUTPUT.pvtu] [pcg|chronopoulos-gear|gropp|pipelined] "
-                    "[blocking|iallreduce]\n", argv[0]);
+                    "[blocking|iallreduce] [replace=N]\n", argv[0]);
     } else if (read_options(argc, argv, rank, &o) == 0) {
         const problem p = read_input(argv[1], n_ranks);    /* exits with 2 on bad input */
         status = run_rank(&p, &o, rank, n_ranks);

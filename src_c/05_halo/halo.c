@@ -1,10 +1,9 @@
-/* The halo exchange and the distributed CG of lecture 05_halo: the serial pcg_jacobi of
- * common/cg.c, with the two operations that need the other ranks' data replaced by
+/* The halo exchange of lecture 05_halo and the distributed dot product: a CG on P ranks is the
+ * serial one with the two operations that need the other ranks' data replaced by
  *   SpMV: halo_exchange (the external entries of the vector) + crs_matvec over the internal rows,
  *   dot:  dot_reduction over the internal entries + MPI_Allreduce(SUM).
- * Everything else (preconditioner, vector updates) is local: every rank updates its own entries. */
-#include <math.h>
-#include <stdlib.h>
+ * Everything else (preconditioner, vector updates) is local: every rank updates its own entries.
+ * That CG, in four variants, is cg_variant_mpi (06_pipecg/cg_mpi.c). */
 
 #include "course.h"
 #include "halo.h"
@@ -70,60 +69,3 @@ void jacobi_inverse_diagonal(int n, const int *restrict row_ptr, const int *rest
     }
 }
 /* [jacobi_inverse_diagonal] */
-
-/* [pcg_jacobi_mpi]
- * pcg_jacobi line by line; p lives on all n_local nodes because A p needs the external entries. */
-int pcg_jacobi_mpi(int n_internal, int n_local, const int *restrict row_ptr,
-                   const int *restrict col_idx, const double *restrict val,
-                   const double *restrict b, double *restrict x, double tol, int max_iter,
-                   double *restrict relres, int n_neighbours, const int *restrict neighbours,
-                   const int *restrict import_ptr, const int *restrict import_index,
-                   const int *restrict export_ptr, const int *restrict export_index,
-                   MPI_Comm comm)
-{
-    const int n = n_internal, n_send = export_ptr[n_neighbours], n_recv = import_ptr[n_neighbours];
-    double *work = malloc(((size_t)4 * n + n_local + n_send + n_recv + 1) * sizeof *work);
-    if (failed_anywhere(work == NULL, comm)) {          /* all ranks return together */
-        free(work);
-        return -1;
-    }
-    double *r = work, *z = r + n, *q = z + n, *dinv = q + n, *p = dinv + n;
-    double *send_buf = p + n_local, *recv_buf = send_buf + n_send;
-
-    jacobi_inverse_diagonal(n, row_ptr, col_idx, val, dinv);    /* Jacobi: 1 / a_ii */
-
-    halo_exchange(n_neighbours, neighbours, import_ptr, import_index, export_ptr, export_index,
-                  x, send_buf, recv_buf, comm);          /* r = b - A x */
-    crs_matvec(n, row_ptr, col_idx, val, x, q);
-    for (int i = 0; i < n; i++)
-        r[i] = b[i] - q[i];
-    double bnorm = sqrt(dot_mpi(n, b, b, comm));
-    if (bnorm == 0.0)
-        bnorm = 1.0;
-
-    double rho_old = 1.0;
-    int iter = 0;
-    *relres = sqrt(dot_mpi(n, r, r, comm)) / bnorm;
-    while (*relres > tol && iter < max_iter) {
-        for (int i = 0; i < n; i++)                      /* z = M^-1 r */
-            z[i] = dinv[i] * r[i];
-        double rho = dot_mpi(n, r, z, comm);
-        double beta = (iter == 0) ? 0.0 : rho / rho_old;
-        for (int i = 0; i < n; i++)                      /* p = z + beta p (p = z at first) */
-            p[i] = (iter == 0) ? z[i] : z[i] + beta * p[i];
-        halo_exchange(n_neighbours, neighbours, import_ptr, import_index, export_ptr,
-                      export_index, p, send_buf, recv_buf, comm);   /* q = A p */
-        crs_matvec(n, row_ptr, col_idx, val, p, q);
-        double alpha = rho / dot_mpi(n, p, q, comm);
-        for (int i = 0; i < n; i++) {
-            x[i] += alpha * p[i];
-            r[i] -= alpha * q[i];
-        }
-        rho_old = rho;
-        iter++;
-        *relres = sqrt(dot_mpi(n, r, r, comm)) / bnorm;
-    }
-    free(work);
-    return iter;
-}
-/* [pcg_jacobi_mpi] */

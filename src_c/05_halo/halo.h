@@ -1,5 +1,8 @@
-/* Lecture 05_halo: the halo exchange and the distributed Jacobi-preconditioned CG (library
- * course_halo_c; not part of libcourse_c, which Python loads without MPI).
+/* Lecture 05_halo: the halo exchange and the pieces every distributed CG shares: the global dot
+ * product, the agreement on a failure, the Jacobi preconditioner (library course_halo_c; not part
+ * of libcourse_c, which Python loads without MPI). The distributed CG that plugs them in, in four
+ * variants, is cg_variant_mpi (06_pipecg/cg_mpi.h): its pcg is the serial pcg_jacobi of
+ * common/cg.c with SpMV = halo_exchange + crs_matvec and dot = dot_mpi.
  *
  * Local data, GeoFEM style: a rank numbers its n_internal internal (owned) nodes 0 .. n_internal-1
  * and its external (halo) nodes n_internal .. n_local-1, grouped by owner rank. For neighbour
@@ -32,19 +35,5 @@ int failed_anywhere(int failed, MPI_Comm comm);
 /* dinv[i] = 1 / a_ii of the n (internal) rows, 1 where the row has no diagonal entry. */
 void jacobi_inverse_diagonal(int n, const int *restrict row_ptr, const int *restrict col_idx,
                              const double *restrict val, double *restrict dinv);
-
-/* pcg_jacobi of common/cg.c on a matrix distributed by rows: the local CRS holds the n_internal
- * internal rows, with columns among the n_local local nodes; b has n_internal entries, x n_local:
- * the initial guess in its internal entries on entry, the solution there on exit (the external
- * entries are overwritten by the first exchange and not updated after it: exchange x once more
- * where they are needed). Returns the iterations (the same on every rank), *relres the global
- * ||r|| / ||b||; -1 on every rank if the work vectors cannot be allocated on some rank. */
-int pcg_jacobi_mpi(int n_internal, int n_local, const int *restrict row_ptr,
-                   const int *restrict col_idx, const double *restrict val,
-                   const double *restrict b, double *restrict x, double tol, int max_iter,
-                   double *restrict relres, int n_neighbours, const int *restrict neighbours,
-                   const int *restrict import_ptr, const int *restrict import_index,
-                   const int *restrict export_ptr, const int *restrict export_index,
-                   MPI_Comm comm);
 
 #endif

@@ -25,9 +25,10 @@ const char *cg_algorithm_name(int algorithm);
 /* The number of the algorithm called `name`, or -1 if there is none. */
 int cg_algorithm_from_name(const char *name);
 
-/* Solves A x = b (A symmetric positive definite, distributed by rows as for pcg_jacobi_mpi of
- * halo.h, whose arguments follow the first three) with the Jacobi-preconditioned CG variant
- * `algorithm`. nonblocking != 0: every global sum is MPI_Iallreduce + MPI_Wait, else
+/* Solves A x = b (A symmetric positive definite, distributed by rows: the local CRS holds the
+ * n_internal internal rows, with columns among the n_local local nodes; b has n_internal
+ * entries, x n_local; the halo tables are those of halo.h) with the Jacobi-preconditioned CG
+ * variant `algorithm`. nonblocking != 0: every global sum is MPI_Iallreduce + MPI_Wait, else
  * MPI_Allreduce. replace_every N > 0: every N-th iteration the recursively updated vectors are
  * recomputed from x (residual replacement); 0: never. x: the initial guess in its internal
  * entries on entry, the solution there on exit (its external entries are scratch).

@@ -2,6 +2,7 @@
 ! src_c/05_halo/fem3d_mpi_main.c).
 !
 !   usage: mpiexec -n P fem3d_mpi_f INPUT [OUTPUT.pvtu] [ALGORITHM] [blocking|iallreduce]
+!                                     [replace=N]
 !
 ! INPUT is fem3d's input file (NX NY NZ / DX DY DZ / COND QVOL / QFLUX / FIXED / EPS) with a 7th
 ! line that says how the nodes are shared among the ranks, either
@@ -18,17 +19,16 @@
 ! other nodes of those elements (external, owned by a neighbour), and the tables of the halo
 ! exchange. For blocks it builds them itself; from files it reads them. From there on both go the
 ! same way: it assembles with the serial kernels on its local elements, so that its internal rows
-! are the serial ones, and solves with pcg_jacobi_mpi (halo.f90). Rank 0 prints fem3d's summary
-! (global numbers) and a line on the partition. ALGORITHM (pcg, chronopoulos-gear, gropp or
-! pipelined: lecture 06_pipecg) and blocking (MPI_Allreduce) or iallreduce (MPI_Iallreduce +
-! MPI_Wait), in any order after INPUT, solve with cg_variant_mpi (06_pipecg/cg_mpi.f90) instead; a
-! missing one of the two is pcg, or blocking. The summary then has two more lines: the algorithm,
-! the reductions, the global sums counted per iteration, and the true relative residual
-! ||b - A x|| / ||b||. Any other word after INPUT that does not end in .pvtu is an error. With
-! OUTPUT.pvtu every rank writes its piece
-! STEM_r.vtu and rank 0 the parallel file that lists them (ParaView). Exit status: 0 converged,
-! 1 not converged (or out of memory), 2 bad input, local data or output file; always the same on
-! every rank.
+! are the serial ones, and solves with cg_variant_mpi (06_pipecg/cg_mpi.f90). ALGORITHM (pcg,
+! chronopoulos-gear, gropp or pipelined: lecture 06_pipecg), blocking (MPI_Allreduce) or
+! iallreduce (MPI_Iallreduce + MPI_Wait), and replace=N (residual replacement every N iterations,
+! N > 0), in any order after INPUT, choose the variant; a missing one is pcg, blocking, or no
+! replacement. Rank 0 prints fem3d's summary (global numbers), a line on the partition, and two
+! lines on the solver: the algorithm, the reductions, the global sums counted per iteration, and
+! the true relative residual ||b - A x|| / ||b||. Any other word after INPUT that does not end in
+! .pvtu is an error. With OUTPUT.pvtu every rank writes its piece STEM_r.vtu and rank 0 the
+! parallel file that lists them (ParaView). Exit status: 0 converged, 1 not converged (or out of
+! memory), 2 bad input, local data or output file; always the same on every rank.
 
 ! Ending MPI on every path out of the program, the input reader's `stop 2` included (a module
 ! procedure: a pointer to an internal procedure of the program would need gfortran's trampolines,
@@ -58,7 +58,7 @@ program fem3d_mpi
                        MPI_MIN, MPI_MAX
     use course_fem3d, only: fem3d_assemble, fem3d_face_flux
     use course_crs, only: crs_dirichlet
-    use course_halo, only: halo_exchange, pcg_jacobi_mpi
+    use course_halo, only: halo_exchange
     use course_cg_mpi, only: cg_variant_mpi, cg_algorithm_name, cg_algorithm_from_name, CG_PCG
     use course_input, only: input_file, input_open, input_close, input_line, input_parse_ints, &
                             input_require_positive, input_fail, input_quiet, input_before_exit
@@ -88,12 +88,12 @@ program fem3d_mpi
     integer :: rank, n_ranks
     type(problem) :: p
     character(len=:), allocatable :: input_path, output_path
-    ! 06_pipecg: the CG variant from the command line (variant: an algorithm or the reductions
-    ! were given), the reductions counted per iteration, the true relative residual
+    ! 06_pipecg: the CG variant from the command line (replace_every: N of replace=N, or 0), the
+    ! reductions counted per iteration, the true relative residual
     character(len=*), parameter :: REDUCTION_NAMES(0:1) = [character(len=10) :: 'blocking', &
                                                            'iallreduce']
-    logical :: variant = .false.
-    integer(c_int) :: algorithm = CG_PCG, nonblocking = 0, per_iteration = 0
+    character(len=*), parameter :: REPLACE_WORD = 'replace='
+    integer(c_int) :: algorithm = CG_PCG, nonblocking = 0, replace_every = 0, per_iteration = 0
     real(c_double) :: true_relres = 0.0_c_double
 
     ! this rank's local data: its nodes, elements and halo tables (see local_data.f90, halo.f90)
@@ -159,18 +159,11 @@ program fem3d_mpi
     call fem3d_face_flux(n_quad, quads, xyz, p%qflux, rhs)
     call crs_dirichlet(local%n_local, fixed, g, row_ptr, col_idx, val, rhs)   ! g = 0: T = 0
     max_iter = iteration_limit()
-    if (.not. variant) then                             ! 05_halo's PCG
-        iters = pcg_jacobi_mpi(local%n_internal, local%n_local, row_ptr, col_idx, val, rhs, t, &
-                               p%eps, max_iter, relres, local%n_neighbours, local%neighbours, &
-                               local%import_ptr, local%import_index, local%export_ptr, &
-                               local%export_index, comm)
-    else                                                ! 06_pipecg's variants
-        iters = cg_variant_mpi(algorithm, nonblocking, 0, local%n_internal, local%n_local, &
-                               row_ptr, col_idx, val, rhs, t, p%eps, max_iter, relres, &
-                               local%n_neighbours, local%neighbours, local%import_ptr, &
-                               local%import_index, local%export_ptr, local%export_index, comm, &
-                               per_iteration, true_relres)
-    end if
+    iters = cg_variant_mpi(algorithm, nonblocking, replace_every, local%n_internal, &
+                           local%n_local, row_ptr, col_idx, val, rhs, t, p%eps, max_iter, relres, &
+                           local%n_neighbours, local%neighbours, local%import_ptr, &
+                           local%import_index, local%export_ptr, local%export_index, comm, &
+                           per_iteration, true_relres)
     if (iters < 0) call out_of_memory()
 
     if (relres <= p%eps) then
@@ -179,7 +172,7 @@ program fem3d_mpi
         exit_status = 1
     end if
     call print_summary()
-    if (variant) call print_variant()
+    call print_variant()
     if (allocated(output_path)) then
         if (.not. write_output(output_path)) exit_status = 2
     end if
@@ -251,20 +244,21 @@ contains
 
     ! --- input ---------------------------------------------------------------------------------
 
-    ! INPUT, then the optional OUTPUT.pvtu, ALGORITHM and blocking|iallreduce in any order, from
-    ! the command line; a usage line, or one line on a bad word, and exit 2 otherwise
+    ! INPUT, then the optional OUTPUT.pvtu, ALGORITHM, blocking|iallreduce and replace=N in any
+    ! order, from the command line; a usage line, or one line on a bad word, and exit 2 otherwise
     subroutine read_arguments()
-        character(len=*), parameter :: WHAT(0:2) = [character(len=18) :: 'the output file', &
-                                                    'the algorithm', 'the reduction mode']
-        integer :: arg_len, k, kind, given(0:2)
+        character(len=*), parameter :: WHAT(0:3) = [character(len=24) :: 'the output file', &
+            'the algorithm', 'the reduction mode', 'the residual replacement']
+        integer :: arg_len, k, kind, given(0:3)
         character(len=:), allocatable :: prog_path, word
 
-        if (command_argument_count() < 1 .or. command_argument_count() > 4) then
+        if (command_argument_count() < 1 .or. command_argument_count() > 5) then
             call get_command_argument(0, length=arg_len)
             allocate(character(len=arg_len) :: prog_path)
             call get_command_argument(0, prog_path)
             if (rank == 0) write(error_unit, '(a)') 'usage: ' // prog_path // &
-                ' INPUT [OUTPUT.pvtu] [pcg|chronopoulos-gear|gropp|pipelined] [blocking|iallreduce]'
+                ' INPUT [OUTPUT.pvtu] [pcg|chronopoulos-gear|gropp|pipelined] ' // &
+                '[blocking|iallreduce] [replace=N]'
             deallocate(prog_path)
             call stop_all(2)
         end if
@@ -277,31 +271,72 @@ contains
             if (allocated(word)) deallocate(word)
             allocate(character(len=arg_len) :: word)
             call get_command_argument(k, word)
-            if (cg_algorithm_from_name(word) >= 0) then
-                kind = 1
-                algorithm = cg_algorithm_from_name(word)
-            else if (word == trim(REDUCTION_NAMES(0)) .or. word == trim(REDUCTION_NAMES(1))) then
-                kind = 2
-                nonblocking = merge(1, 0, word == trim(REDUCTION_NAMES(1)))
-            else if (ends_with(word, '.pvtu')) then
-                kind = 0
-                output_path = word
-            else
-                if (rank == 0) write(error_unit, '(a)') PROG // ": unknown argument '" // word // &
-                    "': expected OUTPUT.pvtu, an algorithm (pcg, chronopoulos-gear, gropp, " // &
-                    'pipelined) or the reductions (blocking, iallreduce)'
-                call stop_all(2)
-            end if
+            kind = read_word(word)
             if (given(kind) > 0) then
                 if (rank == 0) write(error_unit, '(a)') PROG // ": argument '" // word // "': " // &
                     trim(WHAT(kind)) // ' is given twice'
                 call stop_all(2)
             end if
             given(kind) = 1
-            variant = variant .or. kind > 0
         end do
         if (allocated(word)) deallocate(word)
     end subroutine read_arguments
+
+    ! The kind of a word after INPUT (0 output, 1 algorithm, 2 reductions, 3 replacement), its
+    ! value stored; one line and exit 2 if it is none of them or a bad replace=N
+    integer function read_word(word) result(kind)
+        character(len=*), intent(in) :: word
+
+        if (cg_algorithm_from_name(word) >= 0) then
+            kind = 1
+            algorithm = cg_algorithm_from_name(word)
+        else if (word == trim(REDUCTION_NAMES(0)) .or. word == trim(REDUCTION_NAMES(1))) then
+            kind = 2
+            nonblocking = merge(1, 0, word == trim(REDUCTION_NAMES(1)))
+        else if (ends_with(word, '.pvtu')) then
+            kind = 0
+            output_path = word
+        else if (starts_with(word, REPLACE_WORD)) then
+            kind = 3
+            replace_every = replace_count(word(len(REPLACE_WORD) + 1:))
+            if (replace_every <= 0) then
+                if (rank == 0) write(error_unit, '(a)') PROG // ": argument '" // word // &
+                    "': N must be a positive integer (replace=N: residual replacement every " // &
+                    'N iterations)'
+                call stop_all(2)
+            end if
+        else
+            if (rank == 0) write(error_unit, '(a)') PROG // ": unknown argument '" // word // &
+                "': expected OUTPUT.pvtu, an algorithm (pcg, chronopoulos-gear, gropp, " // &
+                'pipelined) or the reductions (blocking, iallreduce)'
+            call stop_all(2)
+        end if
+    end function read_word
+
+    ! N of replace=N from the text after '=': one or more decimal digits, 1 <= N <= huge(N);
+    ! 0 if it is not that
+    pure integer(c_int) function replace_count(digits) result(n)
+        character(len=*), intent(in) :: digits
+        integer(int64) :: value
+        integer :: k
+
+        n = 0
+        if (len(digits) == 0 .or. verify(digits, '0123456789') /= 0) return
+        value = 0
+        do k = 1, len(digits)           ! stop as soon as it is too big: no overflow
+            value = 10 * value + (iachar(digits(k:k)) - iachar('0'))
+            if (value > huge(n)) return
+        end do
+        n = int(value, c_int)
+    end function replace_count
+
+    ! .true. if text starts with prefix
+    pure logical function starts_with(text, prefix)
+        character(len=*), intent(in) :: text, prefix
+
+        starts_with = len(text) >= len(prefix)
+        if (starts_with) starts_with = text(1:len(prefix)) == prefix
+    end function starts_with
 
     ! .true. if text ends with suffix
     pure logical function ends_with(text, suffix)
@@ -828,7 +863,8 @@ contains
         deallocate(status_text)
     end subroutine print_summary
 
-    ! two more lines after a run of cg_variant_mpi (rank 0 prints)
+    ! the two lines on the solver: the variant and its counted reductions, the true residual
+    ! (rank 0 prints)
     subroutine print_variant()
         if (rank /= 0) return
         write(output_unit, '(a)') '  algorithm ' // cg_algorithm_name(algorithm) // ' (' // &

@@ -1,10 +1,12 @@
-! Lecture 05_halo: the halo exchange and the distributed Jacobi-preconditioned CG (Fortran twin of
+! Lecture 05_halo: the halo exchange and the pieces every distributed CG shares: the global dot
+! product, the agreement on a failure, the Jacobi preconditioner (Fortran twin of
 ! src_c/05_halo/halo.c, with the Fortran 2008 bindings: module mpi_f08; library course_halo_fortran,
-! not part of libcourse_fortran, which Python loads without MPI). The serial pcg_jacobi of
-! common/cg.f90, with the two operations that need the other ranks' data replaced by
+! not part of libcourse_fortran, which Python loads without MPI). A CG on P ranks is the serial one
+! with the two operations that need the other ranks' data replaced by
 !   SpMV: halo_exchange (the external entries of the vector) + crs_matvec over the internal rows,
-!   dot:  dot_reduction over the internal entries + MPI_Allreduce(SUM).
+!   dot:  dot_reduction over the internal entries + MPI_Allreduce(SUM) (dot_mpi).
 ! Everything else (preconditioner, vector updates) is local: every rank updates its own entries.
+! That CG, in four variants, is cg_variant_mpi (06_pipecg/cg_mpi.f90).
 !
 ! Local data of one rank: the internal nodes 1 .. n_internal (the rank owns them), then the external
 ! (halo) nodes n_internal+1 .. n_local, grouped by the neighbour that owns them. For the m-th
@@ -19,11 +21,10 @@ module course_halo
     use, intrinsic :: iso_c_binding, only: c_int, c_double
     use mpi_f08, only: MPI_Comm, MPI_Request, MPI_Irecv, MPI_Isend, MPI_Waitall, MPI_Allreduce, &
                        MPI_DOUBLE_PRECISION, MPI_INTEGER, MPI_SUM, MPI_MAX, MPI_STATUSES_IGNORE
-    use course_crs, only: crs_matvec
     use course_cg, only: dot_reduction
     implicit none
     private
-    public :: halo_exchange, pcg_jacobi_mpi, dot_mpi, failed_anywhere, jacobi_inverse_diagonal
+    public :: halo_exchange, dot_mpi, failed_anywhere, jacobi_inverse_diagonal
 
     integer, parameter :: HALO_TAG = 5           ! every halo message carries this tag
 
@@ -115,88 +116,5 @@ subroutine jacobi_inverse_diagonal(n, row_ptr, col_idx, val, dinv)
     end do
 end subroutine jacobi_inverse_diagonal
 ! [jacobi_inverse_diagonal]
-
-! [pcg_jacobi_mpi]
-! pcg_jacobi (common/cg.f90) line by line, on a matrix distributed by rows: row_ptr, col_idx, val
-! hold the n_internal internal rows, with columns among the n_local local nodes; b has n_internal
-! entries, x n_local: the initial guess in its internal entries on entry, the solution there on
-! exit (the external entries are overwritten by the first exchange and not updated after it:
-! exchange x once more where they are needed). p lives on all n_local nodes because A p needs the
-! external entries. Returns the iterations (the same on every rank), relres the global
-! ||r|| / ||b||; -1 on every rank if the work vectors cannot be allocated on some rank.
-function pcg_jacobi_mpi(n_internal, n_local, row_ptr, col_idx, val, b, x, tol, max_iter, relres, &
-                        n_neighbours, neighbours, import_ptr, import_index, export_ptr, &
-                        export_index, comm) result(iter)
-    integer(c_int), intent(in) :: n_internal, n_local
-    integer(c_int), intent(in) :: row_ptr(n_internal + 1), col_idx(*)
-    real(c_double), intent(in) :: val(*), b(n_internal)
-    real(c_double), intent(inout) :: x(n_local)
-    real(c_double), intent(in) :: tol
-    integer(c_int), intent(in) :: max_iter
-    real(c_double), intent(out) :: relres
-    integer(c_int), intent(in) :: n_neighbours
-    integer(c_int), intent(in) :: neighbours(n_neighbours)
-    integer(c_int), intent(in) :: import_ptr(n_neighbours + 1), import_index(*)
-    integer(c_int), intent(in) :: export_ptr(n_neighbours + 1), export_index(*)
-    type(MPI_Comm), intent(in) :: comm
-    integer(c_int) :: iter
-    real(c_double), allocatable :: r(:), z(:), p(:), q(:), dinv(:)
-    real(c_double), allocatable, asynchronous :: send_buf(:), recv_buf(:)
-    real(c_double) :: bnorm, rho, rho_old, alpha, beta
-    integer(c_int) :: n, i
-    integer :: alloc_stat
-
-    n = n_internal
-    iter = -1
-    relres = huge(relres)
-    allocate(r(n), z(n), q(n), dinv(n), p(n_local), send_buf(export_ptr(n_neighbours + 1) - 1), &
-             recv_buf(import_ptr(n_neighbours + 1) - 1), stat=alloc_stat)
-    if (failed_anywhere(alloc_stat, comm)) return        ! all ranks return together
-
-    call jacobi_inverse_diagonal(n, row_ptr, col_idx, val, dinv)   ! Jacobi: 1 / a_ii
-
-    call halo_exchange(n_neighbours, neighbours, import_ptr, import_index, export_ptr, &
-                       export_index, x, send_buf, recv_buf, comm)   ! r = b - A x
-    ! (crs_matvec reads x beyond its n internal entries: the columns of external nodes)
-    call crs_matvec(n, row_ptr, col_idx, val, x, q)
-    do i = 1, n
-        r(i) = b(i) - q(i)
-    end do
-    bnorm = sqrt(dot_mpi(n, b, b, comm))
-    if (bnorm <= 0.0_c_double) bnorm = 1.0_c_double    ! b = 0: measure the residual itself
-
-    rho_old = 1.0_c_double
-    iter = 0
-    relres = sqrt(dot_mpi(n, r, r, comm)) / bnorm
-    do while (relres > tol .and. iter < max_iter)
-        do i = 1, n                                      ! z = M^-1 r
-            z(i) = dinv(i) * r(i)
-        end do
-        rho = dot_mpi(n, r, z, comm)
-        if (iter == 0) then                              ! first direction: p = z
-            do i = 1, n
-                p(i) = z(i)
-            end do
-        else                                             ! p = z + beta p
-            beta = rho / rho_old
-            do i = 1, n
-                p(i) = z(i) + beta * p(i)
-            end do
-        end if
-        call halo_exchange(n_neighbours, neighbours, import_ptr, import_index, export_ptr, &
-                           export_index, p, send_buf, recv_buf, comm)   ! q = A p
-        call crs_matvec(n, row_ptr, col_idx, val, p, q)
-        alpha = rho / dot_mpi(n, p, q, comm)
-        do i = 1, n
-            x(i) = x(i) + alpha * p(i)
-            r(i) = r(i) - alpha * q(i)
-        end do
-        rho_old = rho
-        iter = iter + 1
-        relres = sqrt(dot_mpi(n, r, r, comm)) / bnorm
-    end do
-    ! the work vectors are deallocated automatically on return
-end function pcg_jacobi_mpi
-! [pcg_jacobi_mpi]
 
 end module course_halo

@@ -62,9 +62,10 @@ integer(c_int) function cg_algorithm_from_name(name)
 end function cg_algorithm_from_name
 
 ! [cg_variant_mpi]
-! Solves A x = b (A symmetric positive definite, distributed by rows as for pcg_jacobi_mpi of
-! halo.f90, whose arguments follow the first three) with the Jacobi-preconditioned CG variant
-! `algorithm`. nonblocking /= 0: every global sum is MPI_Iallreduce + MPI_Wait, else
+! Solves A x = b (A symmetric positive definite, distributed by rows: row_ptr, col_idx, val hold
+! the n_internal internal rows, with columns among the n_local local nodes; b has n_internal
+! entries, x n_local; the halo tables are those of halo.f90) with the Jacobi-preconditioned CG
+! variant `algorithm`. nonblocking /= 0: every global sum is MPI_Iallreduce + MPI_Wait, else
 ! MPI_Allreduce. replace_every N > 0: every N-th iteration the recursively updated vectors are
 ! recomputed from x (residual replacement); 0: never. x: the initial guess in its internal entries
 ! on entry, the solution there on exit (its external entries are scratch).
