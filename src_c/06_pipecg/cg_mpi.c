@@ -56,8 +56,7 @@ typedef struct {
 
 /* ---- the pluggable pieces -------------------------------------------------------------------- */
 
-/* [cg_mpi_pieces]
- * out = A v: v must have n_local entries (its external ones are overwritten by the exchange). */
+/* out = A v: v must have n_local entries (its external ones are overwritten by the exchange). */
 static void matvec(cg_run *c, double *restrict v, double *restrict out)
 {
     halo_exchange(c->n_neighbours, c->neighbours, c->import_ptr, c->import_index, c->export_ptr,
@@ -127,7 +126,6 @@ static void xpby(int n, const double *restrict x, double beta, double *restrict 
     for (int i = 0; i < n; i++)
         y[i] = x[i] + beta * y[i];
 }
-/* [cg_mpi_pieces] */
 
 /* ---- the bookkeeping: stopping test, counting, residual replacement -------------------------- */
 

@@ -144,7 +144,6 @@ contains
 
     ! ---- the pluggable pieces ------------------------------------------------------------------
 
-    ! [cg_mpi_pieces]
     ! out = A vec: vec has n_local entries (its external ones are overwritten by the exchange)
     subroutine matvec(vec, out)
         real(c_double), intent(inout) :: vec(n_local), out(n_local)
@@ -200,7 +199,6 @@ contains
 
         dot = dot_reduction(n, a, c)
     end function dot
-    ! [cg_mpi_pieces]
 
     ! ---- the bookkeeping: stopping test, counting, residual replacement -------------------------
 
