@@ -149,7 +149,8 @@ def test_bench_halo_smoke(tmp_path):
     cores = data["cores"]
     for run_ in data["runs"]:
         assert run_["oversubscribed"] == (run_["ranks"] > cores)
-        assert set(run_["halo"]) == {"p2p", "persistent", "neighbor", "allgather"}
+        # the four Python exchanges, and the C halo_exchange of the programs (built here)
+        assert set(run_["halo"]) == {"p2p", "persistent", "neighbor", "allgather", "c"}
         p = run_["ranks"]
         assert run_["sizes"]["table"]["metadata_bytes_per_rank"] == 8 * p * p
         assert run_["sizes"]["neighbours"]["metadata_bytes_per_rank"] == 0
@@ -158,6 +159,7 @@ def test_bench_halo_smoke(tmp_path):
         cg = run_["cg"]
         assert cg["seconds_per_iteration"] > 0 and cg["bytes_per_iteration_max_rank"] > 0
         assert (run_["model"] is None) == (p == 1)
+        assert (run_["ratios"]["c_halo_vs_pingpong"] is None) == (p == 1)
     assert data["runs"][0]["halo"]["p2p"]["bytes_max"] == 0        # one rank: nothing to send
     assert plot.stat().st_size > 10_000
     assert "oversubscribed" in result.stdout or max(r["ranks"] for r in data["runs"]) <= cores

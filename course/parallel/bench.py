@@ -61,6 +61,9 @@ def add_ratios(run: dict) -> None:
         "cg_fraction_of_bound": bound / cg["seconds_per_iteration"],
         "halo_vs_pingpong": (run["halo"]["p2p"]["seconds"] / run["halo_pingpong_model_s"]
                              if run.get("halo_pingpong_model_s") else None),
+        "c_halo_vs_pingpong": (run["halo"]["c"]["seconds"] / run["halo_pingpong_model_s"]
+                               if run.get("halo_pingpong_model_s") and "c" in run["halo"]
+                               else None),
         "allgather_vs_p2p": run["halo"]["allgather"]["seconds"] / run["halo"]["p2p"]["seconds"],
         "three_single_vs_one_triple": (run["allreduce"]["three_single_calls_s"]
                                        / run["allreduce"]["three_doubles_s"]),
@@ -106,7 +109,7 @@ def bench_halo(sizes=(24,), ranks=None, repeat: int = 5, partition: str = "metis
 def summary_halo(results: dict) -> str:
     lines = [f"n = {results['n']} (CG: {results['cg_n']}), {results['partition']}, "
              f"{results['cores']} cores",
-             f"{'P':>3} {'latency us':>10} {'GB/s':>6} {'halo us':>8} {'vs pp':>6} "
+             f"{'P':>3} {'latency us':>10} {'GB/s':>6} {'halo us':>8} {'vs pp':>6} {'C vs pp':>7} "
              f"{'allgather':>9} {'CG ms/it':>9} {'halo %':>7} {'allred %':>8} {'of bound':>8} "
              f"{'table B':>8}"]
     for run in results["runs"]:
@@ -116,7 +119,8 @@ def summary_halo(results: dict) -> str:
             f"{run['ranks']:>3} {model['beta_s'] * 1e6 if model else float('nan'):>10.1f} "
             f"{(model['bandwidth_gbs'] or 0) if model else float('nan'):>6.2f} "
             f"{run['halo']['p2p']['seconds'] * 1e6:>8.1f} "
-            f"{r['halo_vs_pingpong'] or float('nan'):>6.2f} {r['allgather_vs_p2p']:>8.1f}x "
+            f"{r['halo_vs_pingpong'] or float('nan'):>6.2f} "
+            f"{r['c_halo_vs_pingpong'] or float('nan'):>7.2f} {r['allgather_vs_p2p']:>8.1f}x "
             f"{per * 1e3:>9.3f} {100 * cg['halo_s'] / per:>6.1f}% "
             f"{100 * cg['allreduce_s'] / per:>7.1f}% {r['cg_fraction_of_bound']:>7.0%} "
             f"{run['sizes']['table']['metadata_bytes_per_rank']:>8}"

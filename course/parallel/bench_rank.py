@@ -22,6 +22,7 @@ from mpi4py import MPI  # noqa: E402
 from .. import bench, native  # noqa: E402
 from ..solvers import ALGORITHMS  # noqa: E402
 from ..mesh import box_mesh  # noqa: E402
+from .exchange_driver import exchange_factory  # noqa: E402
 from .explicit import heat_steps  # noqa: E402
 from .fem3d import Distributed, model_system  # noqa: E402
 from .halo import STYLES, Halo, message_sizes  # noqa: E402
@@ -97,7 +98,9 @@ def allreduce_latency(repeat: int) -> dict:
 
 
 def halo_times(local, repeat: int) -> dict:
-    """Seconds per halo exchange of every style; bytes each rank sends."""
+    """Seconds per halo exchange of every style, and of the C halo_exchange of the programs
+    (src_c/05_halo/halo.c, the same messages as p2p without Python around them) when its library
+    is built; bytes each rank sends."""
     out = {}
     x = np.zeros(local.n_local)
     for style in STYLES:
@@ -105,6 +108,11 @@ def halo_times(local, repeat: int) -> dict:
         out[style] = {"seconds": timed(lambda: halo.update(x), repeat, 50),
                       "bytes_max": COMM.allreduce(halo.bytes_sent, op=MPI.MAX)}
         halo.free()
+    library = native.build_dir("release") / "lib" / "libcourse_halo_c.so"
+    if library.exists():
+        c_exchange = exchange_factory("c", str(library))(local, COMM)
+        out["c"] = {"seconds": timed(lambda: c_exchange.update(x), repeat, 50),
+                    "bytes_max": out["p2p"]["bytes_max"]}
     return out
 
 

@@ -72,11 +72,13 @@ class CompiledExchange:
             c_comm = ctypes.c_int if MPI._sizeof(MPI.Comm) == ctypes.sizeof(ctypes.c_int) \
                 else ctypes.c_void_p
             self.comm = c_comm(MPI._handleof(comm))
+        # the arguments before and after x, made once: the call then costs one ctypes call
+        n = ctypes.byref(self.n) if fortran else ctypes.c_int(self.n)
+        self.before = (n, *map(_pointer, self.tables))
+        self.after = (_pointer(self.send), _pointer(self.recv), self.comm)
 
     def update(self, x: np.ndarray) -> None:
-        n = ctypes.byref(self.n) if self.fortran else ctypes.c_int(self.n)
-        self.function(n, *map(_pointer, self.tables), _pointer(x), _pointer(self.send),
-                      _pointer(self.recv), self.comm)
+        self.function(*self.before, ctypes.c_void_p(x.ctypes.data), *self.after)
 
 
 def _pointer(array: np.ndarray):
