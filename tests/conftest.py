@@ -210,3 +210,15 @@ def written_file(key: str, grade_id: str) -> str:
     first, rest = solution_cell(key, grade_id).split("\n", 1)
     assert first.startswith("%%writefile"), first
     return rest + "\n"
+
+
+def book_prose() -> dict[str, str]:
+    """Prose of the book: the markdown cells of the lecture notebooks, and the book's own pages."""
+    found = {}
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        found[path.name] = "\n\n".join("".join(c["source"]) for c in cells
+                                       if c["cell_type"] == "markdown")
+    for path in sorted((ROOT / "book").glob("*.md")):
+        found[f"book/{path.name}"] = path.read_text()
+    return found

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import book_prose as pages
+
 ROOT = Path(__file__).resolve().parent.parent
 
 NUMBER = r"\d[\d,]*(?:\.\d+)?"
@@ -69,15 +71,6 @@ def measured_figures(markdown: str) -> list[str]:
     return hits
 
 
-def pages() -> dict[str, str]:
-    found = {}
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        cells = json.loads(path.read_text())["cells"]
-        found[path.name] = "\n\n".join("".join(c["source"]) for c in cells
-                                       if c["cell_type"] == "markdown")
-    for path in sorted((ROOT / "book").glob("*.md")):
-        found[f"book/{path.name}"] = path.read_text()
-    return found
 
 
 # -- the checker on sentences the book once printed (issue 10), and on their fixed forms -------

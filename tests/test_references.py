@@ -3,12 +3,13 @@ every entry of it is cited somewhere, the book is configured to build it, and no
 files outside the repository. Fast: reads files, builds nothing (the book build itself fails on
 an unknown key, because Sphinx warns and the book builds with warnings as errors)."""
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 import yaml
+
+from conftest import book_prose as pages
 
 ROOT = Path(__file__).resolve().parent.parent
 BIB = ROOT / "book" / "references.bib"
@@ -24,16 +25,6 @@ def bib_keys(text: str) -> list[str]:
     return re.findall(r"^@\w+\{\s*([^,\s]+)\s*,", text, flags=re.M)
 
 
-def pages() -> dict[str, str]:
-    """Prose of the book: markdown cells of the lecture notebooks, and the book's own pages."""
-    found = {}
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        cells = json.loads(path.read_text())["cells"]
-        found[path.name] = "\n\n".join("".join(c["source"]) for c in cells
-                                       if c["cell_type"] == "markdown")
-    for path in sorted((ROOT / "book").glob("*.md")):
-        found[f"book/{path.name}"] = path.read_text()
-    return found
 
 
 def unknown_keys(text: str, known: set[str]) -> set[str]:
