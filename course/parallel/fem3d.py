@@ -168,13 +168,11 @@ class Distributed:
         return self.dinv * r
 
     def solve(self, b: np.ndarray, tol: float = 1e-8, max_iter: int | None = None,
-              algorithm: str = "pcg", replace_every: int = 0,
-              monitor_true_residual: bool = False):
+              algorithm: str = "pcg", replace_every: int = 0):
         """The CG variant `algorithm` of course.solvers.krylov on this rank's rows; a dot product
         there is the local np.dot of the internal entries, summed by self.reductions."""
         return solvers.krylov(self.matvec, b, self.precond, self.reductions, algorithm,
-                              tol=tol, max_iter=max_iter, replace_every=replace_every,
-                              monitor_true_residual=monitor_true_residual)
+                              tol=tol, max_iter=max_iter, replace_every=replace_every)
 
 
 def gather_vector(comm, local: LocalData, values: np.ndarray, n_node: int, root: int = 0):
