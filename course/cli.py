@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -38,7 +39,8 @@ def _build(args) -> int:
     from . import native
 
     variant = "sanitize" if args.sanitize else "release"
-    out = native.build(variant, werror=not args.no_werror, verbose=args.verbose, clean=args.clean)
+    out = native.build(variant, werror=not args.no_werror, verbose=args.verbose, clean=args.clean,
+                       toolchain=args.toolchain)
     print(f"built {variant} kernels and programs in {out}")
     return 0
 
@@ -297,7 +299,7 @@ def _partition(args) -> int:
     return 0
 
 
-MPI_SUITES = ("halo", "pipecg")        # they start mpiexec themselves
+MPI_SUITES = ("halo", "pipecg", "alltoall")        # they start mpiexec themselves
 
 
 def _bench(args) -> int:
@@ -338,6 +340,25 @@ def _dist(args) -> int:
     from . import dist
 
     return dist.main(args)
+
+
+def _jobscript(args) -> int:
+    from .cluster import jobscript
+
+    words = [w for part in args.program for w in shlex.split(part)]
+    request = jobscript.JobRequest(
+        program=words, scheduler=args.scheduler, system=args.system, nodes=args.nodes,
+        ranks_per_node=args.ranks_per_node, threads=args.threads, time=args.time,
+        queue=args.queue, group=args.group, name=args.name, cores_per_node=args.cores_per_node,
+        launcher=args.launcher, workdir=args.workdir or str(jobscript.ROOT))
+    text = jobscript.render(request)            # checked first: nothing is written on an error
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}; submit it with: "
+              f"{jobscript.COMMANDS[args.scheduler]['submit']} {args.output}")
+    else:
+        print(text, end="")
+    return 0
 
 
 def _positive(kind):
@@ -396,6 +417,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-werror", action="store_true", help="do not treat warnings as errors")
     b.add_argument("--clean", action="store_true", help="remove the build folder first")
     b.add_argument("--verbose", action="store_true", help="show the compiler output")
+    b.add_argument("--toolchain", metavar="FILE",
+                   help="CMake toolchain file (e.g. cmake/a64fx-fujitsu.cmake), built into "
+                        "build/native/<variant>-<file name>; default: $CMAKE_TOOLCHAIN_FILE")
     b.set_defaults(run=_build)
 
     s = sub.add_parser("solve", help="run one problem and summarise it")
@@ -480,7 +504,7 @@ def parser() -> argparse.ArgumentParser:
     pa.set_defaults(run=_partition)
 
     e = sub.add_parser("bench", help="benchmark suite (timings, not tests)")
-    e.add_argument("suite", choices=["fem1d", "fem3d", "openmp", "halo", "pipecg"],
+    e.add_argument("suite", choices=["fem1d", "fem3d", "openmp", "halo", "pipecg", "alltoall"],
                    help="fem1d: assembly and CG per language; fem3d: assembly, PCG per iteration "
                         "and the SpMV against STREAM, on n^3 cubes; openmp: the PCG ladder and "
                         "the SpMV formats over a thread sweep, on n^3 cells (default 64); halo: "
@@ -488,7 +512,9 @@ def parser() -> argparse.ArgumentParser:
                         "over 1 .. P MPI ranks (starts mpiexec itself), on an n^3 mesh "
                         "(default 24); pipecg: the four CG variants, blocking and with "
                         "MPI_Iallreduce, split into SpMV, halo, reductions and the rest, over "
-                        "1 .. P ranks, on an n^3 mesh (default 32)")
+                        "1 .. P ranks, on an n^3 mesh (default 32); alltoall: MPI_Alltoall "
+                        "throughput against message size and the pencil FFT of 07_cluster "
+                        "(Python and C), over 1, 2, 4 ranks, for n^3 fields (default 16 32)")
     e.add_argument("--json", metavar="FILE", help="write the results as JSON")
     e.add_argument("--plot", metavar="FILE", help="write a plot (PNG, SVG, PDF)")
     e.add_argument("--sizes", type=_positive(int), nargs="+",
@@ -505,6 +531,34 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--langs", choices=LANGS, nargs="+", help="languages (default: all)")
     e.add_argument("--repeat", type=_positive(int), default=5, help="best of N (default 5)")
     e.set_defaults(run=_bench)
+
+    j = sub.add_parser("jobscript", help="write a Slurm or PJM job script, checked against the "
+                                         "system's queues (07_cluster)",
+                       description="Print (or write with --output) a job script for PROG, after "
+                                   "checking the request against the system's rules: queues, "
+                                   "node ranges, elapse limits, cores per node. The course's "
+                                   "programs (solc, fem3d_mpi_c, ...) and the commands of .venv "
+                                   "(python, papermill) are found in the checkout.")
+    j.add_argument("--scheduler", choices=("slurm", "pjm"), default="slurm")
+    j.add_argument("--system", choices=("generic", "odyssey", "obcx"), default="generic",
+                   help="generic (any cluster), odyssey (Wisteria/BDEC-01 Odyssey, PJM) or obcx "
+                        "(Oakbridge-CX, PJM): their queues and node sizes are checked")
+    j.add_argument("--program", nargs="+", required=True, metavar="PROG",
+                   help="the program and its arguments (quote an argument that starts with -)")
+    j.add_argument("--nodes", type=int, default=1)
+    j.add_argument("--ranks-per-node", type=int, default=1, help="MPI ranks per node")
+    j.add_argument("--threads", type=int, default=1, help="OpenMP threads per rank")
+    j.add_argument("--time", default="00:10:00", help="elapse limit HH:MM:SS (default 00:10:00)")
+    j.add_argument("--queue", help="queue (Slurm partition, PJM resource group)")
+    j.add_argument("--group", help="who pays: PJM -g group, Slurm --account")
+    j.add_argument("--name", help="job name (default: the program's)")
+    j.add_argument("--cores-per-node", type=int,
+                   help="generic systems: cores of a node, to check ranks x threads against")
+    j.add_argument("--launcher", choices=("mpiexec", "srun"), default="mpiexec",
+                   help="Slurm MPI launch (default mpiexec, Open MPI's options)")
+    j.add_argument("--workdir", help="the course checkout on the cluster (default: this one)")
+    j.add_argument("--output", "-o", metavar="FILE", help="write the script to FILE")
+    j.set_defaults(run=_jobscript)
 
     di = sub.add_parser("dist", help="write a copy of the course for learners (no solutions)",
                         description="learner DIR: write in DIR (new or empty) what a learner needs "

@@ -30,17 +30,45 @@ say() { printf 'setup: %s\n' "$*"; }
 apt_pkg() {
     case "$1" in
         cc) echo gcc ;; c++) echo g++ ;; mpicc | mpif90) echo libopenmpi-dev ;;
-        mpiexec) echo openmpi-bin ;; lscpu) echo util-linux ;; *) echo "$1" ;;
+        mpiexec) echo openmpi-bin ;; lscpu) echo util-linux ;; fftw3.h) echo libfftw3-dev ;;
+        munged) echo munge ;; sbatch) echo slurm-client ;; slurmctld | slurmd) echo "$1" ;;
+        clang-openmp) echo libomp-dev ;; *) echo "$1" ;;
+    esac
+}
+# a command, or (not a command) the FFTW 3 header and Clang's OpenMP
+have() {
+    case "$1" in
+        fftw3.h) for d in /usr/include /usr/local/include /opt/homebrew/include \
+                          "${CONDA_PREFIX:-/nonexistent}/include"; do
+                     [ -f "$d/fftw3.h" ] && return 0
+                 done; return 1 ;;
+        clang-openmp) echo 'int main(void){return 0;}' |
+                          clang -fopenmp -x c - -o /dev/null >/dev/null 2>&1 ;;
+        *) command -v "$1" >/dev/null 2>&1 ;;
     esac
 }
 needed=(cc c++ gfortran cmake make mpicc mpif90 mpiexec)
 if [ "$(uname -s)" = Linux ]; then needed+=(lscpu); fi   # cores, sockets and NUMA nodes on Linux
-if [ "$want_test" = 1 ]; then needed+=(chromium); fi
+# FFTW 3: the pencil-FFT programs of 07_cluster (the build skips them without it)
+optional=(fftw3.h)
+# the tests also need: a browser for the book, a one-node Slurm for the job scripts, Clang with
+# OpenMP (the build with a second compiler), numactl (the PJM scripts' launch lines)
+if [ "$want_test" = 1 ]; then
+    needed+=(chromium munged slurmctld slurmd sbatch clang clang-openmp numactl fftw3.h)
+    optional=()
+fi
 
 missing=()
 for c in "${needed[@]}"; do
-    command -v "$c" >/dev/null 2>&1 || missing+=("$c")
+    have "$c" || missing+=("$c")
 done
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    for c in "${optional[@]}"; do have "$c" || missing+=("$c"); done
+else
+    for c in "${optional[@]}"; do
+        have "$c" || say "optional, not found: $(apt_pkg "$c") (the 07_cluster FFT programs)"
+    done
+fi
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 
 if [ "${#missing[@]}" -gt 0 ]; then
