@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import os
+import shlex
 import shutil
 import subprocess
 from functools import cache
@@ -22,6 +23,7 @@ import numba
 import numpy as np
 
 from . import toolchain
+from .toolchain import usable_cores as _usable_cores   # (build() has an argument `toolchain`)
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPILED_LANGS = ("c", "fortran")
@@ -48,9 +50,29 @@ def default_variant() -> str:
     return variant
 
 
-def build_dir(variant: str = "release") -> Path:
+def toolchain_file(path: str | os.PathLike | None = None) -> Path | None:
+    """The CMake toolchain file of a build (e.g. cmake/a64fx-fujitsu.cmake): `path`, else the
+    CMAKE_TOOLCHAIN_FILE environment variable (which CMake >= 3.21 reads by itself), else None (the
+    compilers on the PATH, or those CC and FC name). A relative path is taken from the current
+    folder, else from the repository."""
+    path = path or os.environ.get("CMAKE_TOOLCHAIN_FILE") or None
+    if path is None:
+        return None
+    candidates = [Path(path)] if Path(path).is_absolute() else [Path.cwd() / path, ROOT / path]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    tried = ", ".join(map(str, candidates))
+    raise FileNotFoundError(f"toolchain file {path} not found (tried {tried})")
+
+
+def build_dir(variant: str = "release", toolchain: str | os.PathLike | None = None) -> Path:
+    """build/native/<variant> (or under COURSE_BUILD_DIR); with a toolchain file (argument or
+    CMAKE_TOOLCHAIN_FILE), build/native/<variant>-<its name without .cmake>, so that a cross build
+    (e.g. on a cluster's login node) never overwrites the machine's own build."""
     base = Path(os.environ.get("COURSE_BUILD_DIR", ROOT / "build" / "native"))
-    return base / variant
+    file = toolchain_file(toolchain)
+    return base / (variant if file is None else f"{variant}-{file.stem}")
 
 
 def binary(name: str, variant: str | None = None) -> Path:
@@ -88,23 +110,37 @@ def _run(cmd: list[str], verbose: bool) -> None:
         raise BuildError(f"command failed: {' '.join(cmd)}\n{tail}")
 
 
+def _compiler_options(toolchain: Path | None) -> list[str]:
+    """-DCMAKE_TOOLCHAIN_FILE=..., or the compilers of CC and FC when set (CMake itself reads them
+    only when it first configures a folder; passed on, a changed CC is not silently ignored). A
+    compiler with options ("fcc -Nclang") becomes CMake's list form: compiler;options."""
+    if toolchain is not None:
+        return [f"-DCMAKE_TOOLCHAIN_FILE={toolchain}"]
+    return [f"-DCMAKE_{lang}_COMPILER={';'.join(shlex.split(os.environ[var]))}"
+            for var, lang in (("CC", "C"), ("FC", "Fortran")) if os.environ.get(var, "").strip()]
+
+
 def build(variant: str = "release", werror: bool = True, verbose: bool = False,
-          clean: bool = False) -> Path:
-    """Configure and compile src_c/ and src_fortran/ with CMake; returns the build directory."""
+          clean: bool = False, toolchain: str | os.PathLike | None = None) -> Path:
+    """Configure and compile src_c/ and src_fortran/ with CMake; returns the build directory.
+    `toolchain`: a CMake toolchain file (default: the CMAKE_TOOLCHAIN_FILE environment variable),
+    built in a folder of its own (see build_dir)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
     if shutil.which("cmake") is None:
         raise BuildError("cmake not found: run `make setup` or `python -m course doctor`")
-    out = build_dir(variant)
+    file = toolchain_file(toolchain)
+    out = build_dir(variant, file)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.parent / f".{variant}.lock", "w") as lock:   # one build at a time
+    with open(out.parent / f".{out.name}.lock", "w") as lock:   # one build at a time
         fcntl.flock(lock, fcntl.LOCK_EX)
         if clean and out.exists():
             shutil.rmtree(out)
         _run(["cmake", "-S", str(ROOT), "-B", str(out), "-DCMAKE_BUILD_TYPE=Release",
               f"-DCOURSE_WERROR={'ON' if werror else 'OFF'}",
-              f"-DCOURSE_SANITIZE={'ON' if variant == 'sanitize' else 'OFF'}"], verbose)
-        _run(["cmake", "--build", str(out), "--parallel", str(toolchain.usable_cores())], verbose)
+              f"-DCOURSE_SANITIZE={'ON' if variant == 'sanitize' else 'OFF'}",
+              *_compiler_options(file)], verbose)
+        _run(["cmake", "--build", str(out), "--parallel", str(_usable_cores())], verbose)
         for lib in _LIBRARY.values():   # mark as fresh even when nothing needed recompiling
             (out / "lib" / lib).touch()
     return out
