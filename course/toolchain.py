@@ -103,11 +103,58 @@ def _version(text: str | None) -> str | None:
 def usable_cores() -> int:
     """The CPUs this process may run on: its affinity mask (what taskset, numactl, a cgroup cpuset
     or a batch job grants; what OpenMP starts its threads on), not every CPU of the machine that
-    os.cpu_count() counts. Hardware threads (SMT) count as CPUs, as they do for OpenMP."""
+    os.cpu_count() counts. Hardware threads (SMT) count as CPUs, as they do for OpenMP.
+
+    Inside a Slurm job, SLURM_CPUS_PER_TASK (set when the job asks for --cpus-per-task) caps it: a
+    cluster without Slurm's task/affinity plugin or cgroup cpusets leaves the mask at the whole
+    node while the job was granted only those CPUs, and more threads would run on CPUs other jobs
+    own. PJM (Fujitsu's scheduler, Odyssey) exports no per-process CPU count that Fujitsu
+    documents publicly; its jobs there get whole nodes, whose mask is right."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):          # not Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    granted = os.environ.get("SLURM_CPUS_PER_TASK", "").strip()
+    if granted.isdigit() and int(granted) > 0:
+        cores = min(cores, int(granted))
+    return cores
+
+
+_BINDING = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "SLURM_CPU_BIND",
+            "SLURM_CPUS_PER_TASK")
+
+
+def job_context() -> dict:
+    """Where this process runs, for the record of a measurement: `scheduler` ("slurm" when
+    SLURM_JOB_ID is set, "pjm" when PJM_JOBID is, else None), `node` (SLURMD_NODENAME, else the
+    host name), and those present of `job_id`, `binding` (OMP_NUM_THREADS, OMP_PLACES,
+    OMP_PROC_BIND, SLURM_CPU_BIND, SLURM_CPUS_PER_TASK as set) and `modules` (the environment
+    modules loaded: LOADEDMODULES, split on ':')."""
+    env = os.environ
+    job_id = env.get("SLURM_JOB_ID") or env.get("PJM_JOBID") or None
+    scheduler = "slurm" if env.get("SLURM_JOB_ID") else "pjm" if env.get("PJM_JOBID") else None
+    context = {"scheduler": scheduler, "node": env.get("SLURMD_NODENAME") or platform.node()}
+    if job_id:
+        context["job_id"] = job_id
+    binding = {name: env[name] for name in _BINDING if env.get(name)}
+    if binding:
+        context["binding"] = binding
+    modules = [m for m in env.get("LOADEDMODULES", "").split(":") if m]
+    if modules:
+        context["modules"] = modules
+    return context
+
+
+def job_summary(context: dict) -> str | None:
+    """One line for `doctor` and the book's table, or None outside a batch job."""
+    if not context.get("scheduler"):
+        return None
+    parts = [f"{context['scheduler']} job {context.get('job_id', '?')} on {context['node']}"]
+    if context.get("binding"):
+        parts.append(" ".join(f"{k}={v}" for k, v in context["binding"].items()))
+    if context.get("modules"):
+        parts.append("modules " + " ".join(context["modules"]))
+    return "; ".join(parts)
 
 
 def numa_nodes() -> int:
@@ -164,6 +211,7 @@ def report() -> dict:
         "sockets": sockets(),
         "numa_nodes": numa_nodes(),
         "platform": platform.platform(),
+        "job": job_context(),
     }
     problems = []
     for key, what in (("c_compiler", "a C compiler (cc)"), ("fortran_compiler", "gfortran"),
@@ -190,6 +238,9 @@ def markdown_table(info: dict) -> str:
             ("Cores / sockets / NUMA nodes",
              f"{info['cores']} / {info['sockets']} / {info['numa_nodes']}"),
             ("Platform", info["platform"])]
+    job = job_summary(info.get("job") or {})
+    if job:                                          # only inside a batch job
+        rows.append(("Batch job", job))
     lines = ["| component | version |", "|---|---|"]
     lines += [f"| {name} | {value if value is not None else 'missing'} |" for name, value in rows]
     return "\n".join(lines)
