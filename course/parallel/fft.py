@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# --- seed 003's numbers (seeds/003_3fbdf3ebc442946d.txt; SEED-NOTES.md section 4.5) ---------
+# --- seed 003's numbers (line numbers of the seed's text, seeds/003_3fbdf3ebc442946d.txt) ------
 SEED003 = {
     "n": 18_432,                    # l.703: the largest DNS so far, 18,432^3 = (2^11 x 3^2)^3
     "arrays": 19,                   # l.708: 19 arrays of the largest size

@@ -64,11 +64,12 @@ void pencil_unpack(int p, int outer, int m, int blk, const double complex *restr
 
 /* [pencil_fft_plan]
  * The forward FFT of `rows` contiguous lines of n points, from data to work (out of place;
- * FFTW_ESTIMATE: the arrays are not touched while planning). */
-fftw_plan pencil_fft_plan(int n, int rows, double complex *data, double complex *work)
+ * FFTW_ESTIMATE: the arrays are not touched while planning), in *plan. */
+void pencil_fft_plan(int n, int rows, double complex *data, double complex *work,
+                     fftw_plan *plan)
 {
-    return fftw_plan_many_dft(1, &n, rows, data, NULL, 1, n, work, NULL, 1, n, FFTW_FORWARD,
-                              FFTW_ESTIMATE);
+    *plan = fftw_plan_many_dft(1, &n, rows, data, NULL, 1, n, work, NULL, 1, n, FFTW_FORWARD,
+                               FFTW_ESTIMATE);
 }
 /* [pencil_fft_plan] */
 

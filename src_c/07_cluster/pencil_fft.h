@@ -16,7 +16,8 @@ void pencil_pack(int rows, int n, int p, const double complex *restrict a,
                  double complex *restrict send);
 void pencil_unpack(int p, int outer, int m, int blk, const double complex *restrict recv,
                    double complex *restrict out);
-fftw_plan pencil_fft_plan(int n, int rows, double complex *data, double complex *work);
+void pencil_fft_plan(int n, int rows, double complex *data, double complex *work,
+                     fftw_plan *plan);
 void pencil_fft_forward(int n, int p1, int p2, MPI_Comm comm1, MPI_Comm comm2, fftw_plan plan,
                         double complex *restrict data, double complex *restrict work,
                         double *restrict seconds);

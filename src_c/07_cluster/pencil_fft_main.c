@@ -168,7 +168,8 @@ static void run(const options *o, int rank, MPI_Comm comm1, MPI_Comm comm2,
     const int r1 = rank % o->p1, r2 = rank / o->p1;
     mode modes[N_MODES];
     known_modes(o->n, modes);
-    fftw_plan plan = pencil_fft_plan(o->n, (o->n / o->p1) * (o->n / o->p2), data, work);
+    fftw_plan plan;
+    pencil_fft_plan(o->n, (o->n / o->p1) * (o->n / o->p2), data, work, &plan);
     for (int k = 0; k <= N_PHASES; k++)
         best[k] = k == 0 ? INFINITY : 0.0;
     for (int rep = 0; rep <= o->repeat; rep++) {

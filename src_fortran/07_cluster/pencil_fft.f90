@@ -101,15 +101,15 @@ end subroutine pencil_unpack
 
 ! [pencil_fft_plan]
 ! The forward FFT of `rows` contiguous lines of n points, from data to work (out of place;
-! FFTW_ESTIMATE: the arrays are not touched while planning).
-function pencil_fft_plan(n, rows, data, work) result(plan)
+! FFTW_ESTIMATE: the arrays are not touched while planning), in plan.
+subroutine pencil_fft_plan(n, rows, data, work, plan)
     integer(c_int), intent(in) :: n, rows
     complex(c_double_complex), intent(inout) :: data(n, rows), work(n, rows)
-    type(c_ptr) :: plan
+    type(c_ptr), intent(out) :: plan
 
     plan = fftw_plan_many_dft(1, [n], rows, data, [n], 1, n, work, [n], 1, n, FFTW_FORWARD, &
                               FFTW_ESTIMATE)
-end function pencil_fft_plan
+end subroutine pencil_fft_plan
 ! [pencil_fft_plan]
 
 ! [pencil_fft_forward]

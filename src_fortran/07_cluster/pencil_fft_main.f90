@@ -240,7 +240,7 @@ contains
         real(dp) :: phases(0:N_PHASES), slowest(0:N_PHASES), start
         integer :: rep
 
-        plan = pencil_fft_plan(n, (n / p1) * (n / p2), data, work)
+        call pencil_fft_plan(n, (n / p1) * (n / p2), data, work, plan)
         best = huge(1.0_dp)
         do rep = 0, repeat
             call fill_field(data)
