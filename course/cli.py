@@ -24,6 +24,10 @@ def _doctor(args) -> int:
     else:
         width = max(len(k) for k in info)
         for key, value in info.items():
+            if key == "job":                      # one line, and only inside a batch job
+                value = toolchain.job_summary(value)
+                if value is None:
+                    continue
             if key != "problems":
                 print(f"{key:<{width}}  {value if value is not None else 'MISSING'}")
         for problem in info["problems"]:

@@ -208,6 +208,15 @@ def source_tabs(c_path: str | Path, f_path: str | Path, name: str | None = None,
     return Markdown(_tabs([("C", _block(c_path, name)), ("Fortran", _block(f_path, f_name or name))]))
 
 
+def text_tabs(items: list[tuple[str, str, str]]):
+    """Texts that are not files of the course, e.g. the same job script for Slurm and for PJM, as
+    tabs: (label, text, language of the highlighting)."""
+    from IPython.display import Markdown
+
+    return Markdown(_tabs([(label, f"```{lang}\n{text.rstrip()}\n```")
+                           for label, text, lang in items]))
+
+
 def diff(path: str | Path, old: str, new: str, context: int = 1) -> str:
     """The unified diff of the regions `old` and `new` of one file, the kernel's own name masked."""
     a = region(path, old).replace(old, "NAME").splitlines()
