@@ -565,9 +565,23 @@ def plot_pipecg(results: dict, path=None):
     return plot(results, path)
 
 
+def bench_alltoall(**kwargs) -> dict:
+    """MPI_Alltoall and the pencil FFT (07_cluster): course.parallel.fft_bench, which starts
+    mpiexec."""
+    from .parallel.fft_bench import bench_alltoall as run
+
+    return run(**kwargs)
+
+
+def plot_alltoall(results: dict, path=None):
+    from .parallel.fft_bench import plot_alltoall as plot
+
+    return plot(results, path)
+
+
 SUITES = {"fem1d": (bench_fem1d, plot_fem1d), "fem3d": (bench_fem3d, plot_fem3d),
           "openmp": (bench_openmp, plot_openmp), "halo": (bench_halo, plot_halo),
-          "pipecg": (bench_pipecg, plot_pipecg)}
+          "pipecg": (bench_pipecg, plot_pipecg), "alltoall": (bench_alltoall, plot_alltoall)}
 
 
 def run_suite(name: str, json_path: str | None, plot_path: str | None, **kwargs) -> dict:
@@ -589,6 +603,10 @@ def summary_table(results: dict) -> str:
         from .parallel import bench as parallel_bench
 
         return getattr(parallel_bench, f"summary_{results['suite']}")(results)
+    if results["suite"] == "alltoall":
+        from .parallel.fft_bench import summary_alltoall
+
+        return summary_alltoall(results)
     lines = [f"{'n_elem':>9} {'lang':>8} {'assemble s':>11} {'solve s':>10} {'iters':>6} "
              f"{'asm vs numpy':>12} {'solve vs scipy':>14}"]
     for r in results["runs"]:

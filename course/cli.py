@@ -6,7 +6,6 @@ import argparse
 import json
 import math
 import os
-import shlex
 import sys
 from pathlib import Path
 
@@ -349,7 +348,7 @@ def _dist(args) -> int:
 def _jobscript(args) -> int:
     from .cluster import jobscript
 
-    words = [w for part in args.program for w in shlex.split(part)]
+    words = args.program
     request = jobscript.JobRequest(
         program=words, scheduler=args.scheduler, system=args.system, nodes=args.nodes,
         ranks_per_node=args.ranks_per_node, threads=args.threads, time=args.time,
@@ -547,8 +546,9 @@ def parser() -> argparse.ArgumentParser:
     j.add_argument("--system", choices=("generic", "odyssey", "obcx"), default="generic",
                    help="generic (any cluster), odyssey (Wisteria/BDEC-01 Odyssey, PJM) or obcx "
                         "(Oakbridge-CX, PJM): their queues and node sizes are checked")
-    j.add_argument("--program", nargs="+", required=True, metavar="PROG",
-                   help="the program and its arguments (quote an argument that starts with -)")
+    j.add_argument("--program", nargs=argparse.REMAINDER, required=True, metavar="PROG",
+                   help="the program and its arguments: last, everything after it is the "
+                        "program's command line")
     j.add_argument("--nodes", type=int, default=1)
     j.add_argument("--ranks-per-node", type=int, default=1, help="MPI ranks per node")
     j.add_argument("--threads", type=int, default=1, help="OpenMP threads per rank")

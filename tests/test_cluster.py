@@ -67,7 +67,7 @@ def test_the_odyssey_script_has_every_directive_of_the_seeds_c12():
                  "#PJM --omp thread=12", "#PJM -L elapse=00:15:00", "#PJM -g gx12", "#PJM -o c12.lst",
                  "module load fj", "export OMP_NUM_THREADS=12",
                  "export XOS_MMM_L_PAGING_POLICY=demand:demand:demand",
-                 f"numactl -l ./build/native/release/bin/solc {INPUT_04}"):
+                 f"numactl -l ./build/native/release-a64fx-fujitsu/bin/solc {INPUT_04}"):
         assert any(ln.startswith(line) for ln in text.splitlines()), (line, text)
     assert "--mpi" not in text                      # an OpenMP run: no MPI launch
     assert "pjsub" in text and "#SBATCH" not in text
@@ -76,7 +76,7 @@ def test_the_odyssey_script_has_every_directive_of_the_seeds_c12():
 def test_hybrid_scripts_for_each_scheduler_and_launcher():
     hybrid = dict(program=["fem3d_mpi_c", "in.dat"], nodes=2, ranks_per_node=4, threads=12)
     pjm = jobscript.render(odyssey(**hybrid))
-    assert "#PJM --mpi proc=8" in pjm and "mpiexec -n 8 ./build" in pjm
+    assert "#PJM --mpi proc=8" in pjm and "mpiexec -n 8 ./build/native/release-a64fx-" in pjm
     assert "numactl" not in pjm.split("\n")[-2]
     obcx = jobscript.render(JobRequest(scheduler="pjm", system="obcx", group="g", **hybrid))
     assert "mpiexec.hydra -n 8" in obcx and "#PJM -L rscgrp=debug" in obcx
@@ -107,9 +107,11 @@ def test_cli_writes_only_a_script_that_passed_the_rules(tmp_path):
 
 def test_pjm_command_lines_run_here(tmp_path):
     """PJM cannot run here: its script runs as a plain bash script (the directives are comments;
-    `module` is a no-op stand-in), so its environment and launch line are the ones executed."""
+    `module` is a no-op stand-in), so its environment and launch line are the ones executed, with
+    this machine's build of the program instead of the A64FX one."""
     script = tmp_path / "c2.sh"
-    script.write_text(jobscript.render(odyssey(threads=2, program=["solc", INPUT_04, "v2"])))
+    text = jobscript.render(odyssey(threads=2, program=["solc", INPUT_04, "v2"]))
+    script.write_text(text.replace("release-a64fx-fujitsu/bin", "release/bin"))
     done = run(["bash", "-c", f"module() {{ :; }}; export -f module; bash {shlex.quote(str(script))}"],
                timeout=120)
     assert done.returncode == 0, done.stderr
@@ -201,3 +203,15 @@ def test_ipyparallel_engines_as_a_job(slurm, tmp_path, monkeypatch):
         slurm.wait(job, timeout=60)                 # the engines' job ends with them
     finally:
         cluster.stop_controller_sync()
+
+
+def test_doctor_inside_a_job_counts_the_cores_of_the_job(slurm, tmp_path):
+    """Affinity-aware: a job granted 1 of the node's cores sees 1 core, and records the job."""
+    result = submit(slurm, tmp_path, JobRequest(program=["python", "-m", "course", "doctor",
+                                                         "--json"], time="00:05:00",
+                                                name="doctor"))
+    report = json.loads(result.output[result.output.index("{"):])
+    assert report["cores"] == 1, report["cores"]
+    assert report["job"]["scheduler"] == "slurm"
+    assert report["job"]["job_id"] == str(result.job_id)
+    assert report["job"]["binding"]["OMP_NUM_THREADS"] == "1"

@@ -184,20 +184,20 @@ def _pjm_directives(request: JobRequest, name: str, queue: str | None) -> list[s
     return out
 
 
-def _program(request: JobRequest) -> str:
+def _program(request: JobRequest, system: System) -> str:
     """The command line, with the course's programs and the virtual environment's commands found
     in the checkout (relative to the working directory the script changes to)."""
     first, *rest = request.program
     if "/" not in first:
         if first in OPENMP_PROGRAMS | MPI_PROGRAMS:
-            first = f"./build/native/release/bin/{first}"
+            first = f"./{system.programs}/{first}"
         elif (ROOT / ".venv" / "bin" / first).exists():
             first = f".venv/bin/{first}"
     return " ".join(shlex.quote(word) for word in [first, *rest])
 
 
 def _launch(request: JobRequest, system: System) -> str:
-    program = _program(request)
+    program = _program(request, system)
     if not is_mpi(request):
         return f"{system.numactl} {program}" if system.numactl else program
     if request.scheduler == "slurm" and request.launcher == "srun":

@@ -1,9 +1,9 @@
 """The systems a job script can be written for, and their queues (07_cluster).
 
 Odyssey (Wisteria/BDEC-01, A64FX) and Oakbridge-CX schedule with Fujitsu's PJM; their job classes
-are the seed's tables (SEED-NOTES.md §4.1-4.2: the Information Technology Center of the University
-of Tokyo, 2021-05-14 for Odyssey, 2019-07-01 for Oakbridge-CX). Check the system's current guide
-before a real run: queues change. `generic` is any Slurm (or PJM) cluster: no queue table, and the
+are the tables of the course's seed document 004 (the Information Technology Center of the
+University of Tokyo, 2021-05-14 for Odyssey, 2019-07-01 for Oakbridge-CX). Check the system's
+current guide before a real run: queues change. `generic` is any Slurm (or PJM) cluster: no queue table, and the
 cores of a node only when given.
 """
 
@@ -41,6 +41,8 @@ class System:
     env: tuple[tuple[str, str], ...] = ()
     numactl: str | None = None      # wrapper of a single-process (OpenMP) run
     mpiexec: str = "mpiexec"
+    # where `python -m course build` puts the programs for this system's nodes
+    programs: str = "build/native/release/bin"
     group_required: bool = False
     notes: tuple[str, ...] = field(default=())
 
@@ -90,6 +92,8 @@ SYSTEMS = {
         # first-touch pages on the CMG that touches them when OpenMP spans CMGs (seed S004 ~l.2975)
         env=(("XOS_MMM_L_PAGING_POLICY", "demand:demand:demand"),),
         numactl="numactl -l", group_required=True,
+        # built with the A64FX toolchain file, on the login node (cross) or a compute node
+        programs="build/native/release-a64fx-fujitsu/bin",
         notes=("one MPI rank per CMG (4 per node, 12 threads each) is the recommended hybrid layout",
                "interactive jobs use no tokens: pjsub --interact -g GROUP "
                "-L rscgrp=interactive-o,node=1")),
