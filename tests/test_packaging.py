@@ -11,7 +11,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 # conda packages that provide the toolchain (pip cannot) and are not in pyproject.toml
-CONDA_ONLY = {"python", "c-compiler", "fortran-compiler", "cmake", "make", "openmpi", "pip"}
+CONDA_ONLY = {"python", "c-compiler", "fortran-compiler", "cmake", "make", "openmpi", "fftw", "pip"}
 
 
 def _name(requirement: str) -> str:
