@@ -105,7 +105,10 @@ def _plain_cell(nb, startswith: str, new: str):
 
 # Per exercise: the points of each graded cell, and two broken solutions — a Python function
 # that never returns, and C code that segfaults — with the graded cell each one must lose:
-# (grade_id of the solution cell, text in it, what replaces that text, test that loses its points)
+# (grade_id of the solution cell, text in it, what replaces that text, test that loses its points).
+# An exercise without compiled code (07_cluster) has instead "wrong": typical wrong answers, a few
+# per submission, each in another task: {student: ([(grade_id, text, replacement), ...], tests that
+# lose their points)}; "languages": False where the notebook has no LANGUAGE cell.
 EXERCISES = {
     "01_fem1d": {
         "points": {"test_element": 2, "test_assemble": 3, "test_crs_matvec": 3},
@@ -149,6 +152,46 @@ EXERCISES = {
                      "    free(work);\n    *(volatile double *)0 = x[0];",
                      "test_chronopoulos_gear"),
     },
+    "07_cluster": {
+        "points": {"test_slurm_hybrid": 3, "test_pjm_hybrid": 2, "test_slurm_openmp": 3,
+                   "test_odyssey_queue": 2},
+        "languages": False,
+        "wrong": {
+            # OMP_NUM_THREADS not the threads of a rank; the OpenMP job run with 1 thread
+            "wrong_threads": ([("slurm_hybrid", "OMP_NUM_THREADS=12", "OMP_NUM_THREADS=4"),
+                               ("slurm_openmp", "OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK",
+                                "OMP_NUM_THREADS=1")],
+                              ["test_slurm_hybrid", "test_slurm_openmp"]),
+            # no --cpus-per-task (12 threads on one core); the PJM queue `debug` (Oakbridge-CX's)
+            "wrong_cpus": ([("slurm_hybrid", "#SBATCH --cpus-per-task=12         # one core per "
+                             "OpenMP thread\n", ""),
+                            ("pjm_hybrid", "rscgrp=debug-o", "rscgrp=debug")],
+                           ["test_slurm_hybrid", "test_pjm_hybrid"]),
+            # --ntasks (the whole job's) for the tasks per node; elapse over debug-o's 30 min;
+            # the routed class named as the queue; the OpenMP job without --cpus-per-task
+            "wrong_ntasks": ([("slurm_hybrid", "--ntasks-per-node=4", "--ntasks=4"),
+                              ("pjm_hybrid", "elapse=0:20:00", "elapse=1:00:00"),
+                              ("odyssey_queue", "    return name, runs_in",
+                               "    return runs_in, runs_in"),
+                              ("slurm_openmp", "#SBATCH -c 2\n", "")],
+                             ["test_slurm_hybrid", "test_pjm_hybrid", "test_odyssey_queue",
+                              "test_slurm_openmp"]),
+            # mpiexec -n of the ranks of one node; no -g group; a queue chosen without its node
+            # range; the OpenMP program started twice
+            "wrong_mpiexec": ([("slurm_hybrid", "mpiexec -n 8", "mpiexec -n 4"),
+                               ("pjm_hybrid", "#PJM -g gz01\n", ""),
+                               ("odyssey_queue", "if queue.min_nodes <= nodes <= queue.max_nodes "
+                                "and", "if"),
+                               ("slurm_openmp", "./build/native/release/bin/solc",
+                                "srun -n 2 ./build/native/release/bin/solc")],
+                              ["test_slurm_hybrid", "test_pjm_hybrid", "test_odyssey_queue",
+                               "test_slurm_openmp"]),
+            # 8 ranks x 12 threads on a 48-core node; the nodes of 800 ranks at 1 rank per node
+            "wrong_cores": ([("slurm_hybrid", "--ntasks-per-node=4", "--ntasks-per-node=8"),
+                             ("odyssey_queue", "nodes_800 = 800 // 4", "nodes_800 = 800")],
+                            ["test_slurm_hybrid", "test_odyssey_queue"]),
+        },
+    },
 }
 
 
@@ -158,19 +201,26 @@ def test_every_exercise_has_its_grading_cases():
 
 @pytest.fixture(scope="module", params=ASSIGNMENTS)
 def graded(request, course) -> dict:
-    """Submit five notebooks of one exercise, autograde them all, and read the scores from the
-    gradebook."""
+    """Submit the notebooks of one exercise (the solution, the untouched release, the broken and
+    the wrong ones), autograde them all at once, and read the scores from the gradebook."""
     key = request.param
     notebook = f"{key}_exercise.ipynb"
     cases = EXERCISES[key]
     solution = lambda: nbformat.read(ROOT / "solutions" / key / notebook, as_version=4)  # noqa
     submissions = {
         "solution": solution(),
-        "solution_fortran": _plain_cell(solution(), "LANGUAGE =", 'LANGUAGE = "fortran"'),
         "untouched": nbformat.read(course / "exercises" / key / notebook, as_version=4),
-        "endless_loop": _replace_in_cell(solution(), *cases["endless_loop"][:3]),
-        "segfault": _replace_in_cell(solution(), *cases["segfault"][:3]),
     }
+    if cases.get("languages", True):
+        submissions["solution_fortran"] = _plain_cell(solution(), "LANGUAGE =",
+                                                      'LANGUAGE = "fortran"')
+    for broken in ("endless_loop", "segfault"):
+        if broken in cases:
+            submissions[broken] = _replace_in_cell(solution(), *cases[broken][:3])
+    for student, (edits, _) in cases.get("wrong", {}).items():
+        submissions[student] = solution()
+        for edit in edits:
+            _replace_in_cell(submissions[student], *edit)
     for student, nb in submissions.items():
         _submit(course, key, student, nb)
     nbgrader(course, "autograde", key, "--create", "--force",
@@ -191,7 +241,7 @@ def graded(request, course) -> dict:
 
 def test_solution_gets_full_marks(graded):
     points = graded["cases"]["points"]
-    for student in ("solution", "solution_fortran"):
+    for student in {"solution", "solution_fortran"} & set(graded["scores"]):
         assert graded["scores"][student]["tests"] == points, (student, graded["scores"][student])
         assert graded["scores"][student]["max"] == sum(points.values())
 
@@ -202,6 +252,8 @@ def test_untouched_release_gets_zero(graded):
 
 @pytest.mark.parametrize("broken", ["endless_loop", "segfault"])
 def test_a_broken_kernel_loses_only_its_test(graded, broken):
+    if broken not in graded["cases"]:
+        pytest.skip(f"{graded['key']} has no compiled kernel")
     loser = graded["cases"][broken][3]
     expected = {**graded["cases"]["points"], loser: 0}
     assert graded["scores"][broken]["tests"] == expected, graded["scores"][broken]
@@ -212,5 +264,17 @@ def test_feedback_is_written(graded):
     for student in graded["scores"]:
         path = graded["feedback"] / student / graded["key"] / html
         assert path.exists() and path.stat().st_size > 1000, path
-    text = (graded["feedback"] / "segfault" / graded["key"] / html).read_text()
-    assert "SIGSEGV" in text, "the learner should be told that the kernel crashed"
+    if "segfault" in graded["cases"]:
+        text = (graded["feedback"] / "segfault" / graded["key"] / html).read_text()
+        assert "SIGSEGV" in text, "the learner should be told that the kernel crashed"
+
+
+def test_a_wrong_answer_loses_only_its_tasks_points(graded):
+    """Each wrong submission holds typical mistakes in some tasks: exactly those tasks lose their
+    points, the others keep them (the tasks do not depend on each other)."""
+    wrong = graded["cases"].get("wrong", {})
+    if not wrong:
+        pytest.skip(f"{graded['key']} has no wrong-answer table")
+    for student, (_, losers) in wrong.items():
+        expected = {**graded["cases"]["points"], **{test: 0 for test in losers}}
+        assert graded["scores"][student]["tests"] == expected, (student, graded["scores"][student])
