@@ -193,6 +193,16 @@ def _declare(lib: ctypes.CDLL) -> None:
         "dot_racy": (_c_double, [_c_int, _ptr, _ptr]),
         "dot_reduction": (_c_double, [_c_int, _ptr, _ptr]),
         "scalar_race": (None, [_c_int, _ptr, _ptr, _c_int, _ptr]),
+        # lecture 03_iccg
+        "cuthill_mckee": (None, [_c_int] + [_ptr] * 4),
+        "wavefronts": (None, [_c_int] + [_ptr] * 4),
+        "multicolor": (_c_int, [_c_int, _ptr, _ptr, _c_int, _ptr]),
+        "cyclic_colors": (_c_int, [_c_int] + [_ptr] * 4 + [_c_int, _ptr]),
+        "color_permutation": (None, [_c_int, _c_int] + [_ptr] * 4),
+        "ic0_factor": (_c_int, [_c_int] + [_ptr] * 6),
+        "ic0_transpose": (_c_int, [_c_int] + [_ptr] * 5),
+        "ic0_apply": (None, [_c_int, _c_int] + [_ptr] * 10),
+        "iccg": (_c_int, [_c_int, _c_int] + [_ptr] * 13 + [_c_double, _c_int, _ptr]),
     }
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)
@@ -831,3 +841,206 @@ def scalar_race(lang, a, b, rounds=1000) -> np.ndarray:
     out = np.empty(rounds)
     load(lang).scalar_race(n, _p(a), _p(b), rounds, _p(out))
     return out
+
+
+# --- lecture 03_iccg: orderings, IC(0), the colored substitution, ICCG ----------------------------
+#
+# Index arrays (ptr, adj, order, perm, color_ptr, the CRS parts) and the numbers of levels and
+# colors go to Fortran 1-based, as every index: +1 on the way in, -1 on the way out.
+
+def _graph(ptr, adj) -> int:
+    """Check a graph (ptr int32 n + 1, adj int32, neighbours in [0, n)); returns n."""
+    return check_pattern(ptr, adj)
+
+
+def _check_sequence(order, name: str, n: int) -> None:
+    check_array(order, name, INT, n)
+    if n and not np.array_equal(np.sort(order), np.arange(n)):
+        raise ValueError(f"{name} must be a permutation of 0 .. {n - 1}")
+
+
+def check_color_ptr(color_ptr, n: int) -> int:
+    """color_ptr: int32, rising from 0 to n, at least one color; returns the number of colors."""
+    check_array(color_ptr, "color_ptr", INT)
+    if color_ptr.shape[0] < 2 or color_ptr[0] != 0 or color_ptr[-1] != n \
+            or np.any(np.diff(color_ptr) < 0):
+        raise ValueError(f"color_ptr must rise from 0 to n = {n} (at least one color)")
+    return color_ptr.shape[0] - 1
+
+
+def _shift(lang, *arrays):
+    return _index_base(lang, *arrays)
+
+
+def cuthill_mckee(lang, ptr, adj, order, level) -> None:
+    """Breadth-first numbering into order and level (int32, n, written)."""
+    n = _graph(ptr, adj)
+    check_array(order, "order", INT, n, writeable=True)
+    check_array(level, "level", INT, n, writeable=True)
+    p, a = _shift(lang, ptr, adj)
+    load(lang).cuthill_mckee(n, _p(p), _p(a), _p(order), _p(level))
+    if lang == "fortran":
+        order -= 1
+        level -= 1
+
+
+def wavefronts(lang, ptr, adj, order, level) -> None:
+    """The wavefront level of every unknown in the numbering `order` into level."""
+    n = _graph(ptr, adj)
+    _check_sequence(order, "order", n)
+    check_array(level, "level", INT, n, writeable=True)
+    p, a, o = _shift(lang, ptr, adj, order)
+    load(lang).wavefronts(n, _p(p), _p(a), _p(o), _p(level))
+    if lang == "fortran":
+        level -= 1
+
+
+def multicolor(lang, ptr, adj, target_colors, color) -> int:
+    """Greedy multicoloring into color (int32, n); returns the number of colors."""
+    n = _graph(ptr, adj)
+    k = check_int(target_colors, "target_colors", minimum=1)
+    check_array(color, "color", INT, n, writeable=True)
+    p, a = _shift(lang, ptr, adj)
+    ncolor = load(lang).multicolor(n, _p(p), _p(a), k, _p(color))
+    if lang == "fortran":
+        color -= 1
+    return int(ncolor)
+
+
+def cyclic_colors(lang, ptr, adj, order, level, target_colors, color) -> int:
+    """CM-RCM colors (level mod K, or the next free color) into color; returns their number."""
+    n = _graph(ptr, adj)
+    _check_sequence(order, "order", n)
+    check_array(level, "level", INT, n)
+    if n and level.min() < 0:
+        raise ValueError("level must hold levels >= 0")
+    k = check_int(target_colors, "target_colors", minimum=1)
+    check_array(color, "color", INT, n, writeable=True)
+    p, a, o, lv = _shift(lang, ptr, adj, order, level)
+    ncolor = load(lang).cyclic_colors(n, _p(p), _p(a), _p(o), _p(lv), k, _p(color))
+    if ncolor < 0:
+        raise MemoryError(f"cyclic_colors ({lang}) could not allocate its work array")
+    if lang == "fortran":
+        color -= 1
+    return int(ncolor)
+
+
+def color_permutation(lang, color, within, ncolor):
+    """(perm, color_ptr): the unknowns sorted by color, `within` order inside a color."""
+    check_array(color, "color", INT)
+    n = color.shape[0]
+    ncolor = check_int(ncolor, "ncolor", minimum=1 if n else 0)
+    if n and (color.min() < 0 or color.max() >= ncolor):
+        raise ValueError(f"color must hold colors in [0, {ncolor})")
+    _check_sequence(within, "within", n)
+    perm, color_ptr = np.empty(n, dtype=INT), np.empty(ncolor + 1, dtype=INT)
+    c, w = _shift(lang, color, within)
+    load(lang).color_permutation(n, ncolor, _p(c), _p(w), _p(perm), _p(color_ptr))
+    if lang == "fortran":
+        perm -= 1
+        color_ptr -= 1
+    return perm, color_ptr
+
+
+def _check_split_lower(diag, lower_ptr, lower_col, lower_val):
+    check_array(diag, "diag", REAL)
+    n = diag.shape[0]
+    check_crs(lower_ptr, lower_col, lower_val, n)
+    rows = np.repeat(np.arange(n), np.diff(lower_ptr))
+    if np.any(lower_col >= rows):
+        raise ValueError("lower_col: the lower part must hold columns < row only")
+    if np.any((np.diff(lower_col) <= 0) & (rows[1:] == rows[:-1])):
+        raise ValueError("lower_col: columns must rise within each row")
+    return n
+
+
+def _check_upper_transposed(n, lower_ptr, lower_col, upper_ptr, upper_col) -> None:
+    """The upper pattern must be the transpose of the lower (a structurally symmetric matrix)."""
+    check_pattern(upper_ptr, upper_col, n)
+    if upper_col.shape[0] != lower_col.shape[0]:
+        raise ValueError("upper_col must have as many entries as lower_col (the transpose)")
+    rows = np.repeat(np.arange(n), np.diff(lower_ptr))
+    order = np.lexsort((rows, lower_col))
+    expected_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(lower_col, minlength=n), out=expected_ptr[1:])
+    if not (np.array_equal(upper_ptr, expected_ptr) and np.array_equal(upper_col, rows[order])):
+        raise ValueError("upper_ptr/upper_col must be the transpose of lower_ptr/lower_col "
+                         "(columns rising)")
+
+
+def ic0_factor(lang, diag, lower_ptr, lower_col, lower_val, upper_ptr, upper_col):
+    """IC(0) of the split symmetric matrix: (fac_diag, fac_lower, fac_upper); ValueError if a
+    pivot is not positive."""
+    n = _check_split_lower(diag, lower_ptr, lower_col, lower_val)
+    _check_upper_transposed(n, lower_ptr, lower_col, upper_ptr, upper_col)
+    fac_diag, fac_lower = np.empty(n), np.empty(lower_col.shape[0])
+    fac_upper = np.empty(lower_col.shape[0])
+    lp, lc, up = _shift(lang, lower_ptr, lower_col, upper_ptr)
+    kernels = load(lang)
+    status = kernels.ic0_factor(n, _p(lp), _p(lc), _p(lower_val), _p(diag), _p(fac_lower),
+                                _p(fac_diag))
+    if status < 0:
+        raise ValueError(f"IC(0) broke down: pivot {-status - 1} is not positive (the matrix "
+                         f"is not an M-matrix, or not positive definite)")
+    if kernels.ic0_transpose(n, _p(lp), _p(lc), _p(fac_lower), _p(up), _p(fac_upper)) < 0:
+        raise MemoryError(f"ic0_transpose ({lang}) could not allocate its work array")
+    return fac_diag, fac_lower, fac_upper
+
+
+def _check_colored(color_ptr, n, lower_ptr, lower_col, upper_ptr, upper_col) -> int:
+    """The colors, and that no row depends on a row of its own color (the parallel loop inside a
+    color would race): every lower column lies in an earlier color, every upper one in a later."""
+    ncolor = check_color_ptr(color_ptr, n)
+    if ncolor == 1:
+        return 1                                  # the sequential sweep: any pattern
+    color = np.repeat(np.arange(ncolor), np.diff(color_ptr))
+    for ptr, col, name, ok in ((lower_ptr, lower_col, "lower", np.less),
+                               (upper_ptr, upper_col, "upper", np.greater)):
+        rows = np.repeat(np.arange(n), np.diff(ptr))
+        if not np.all(ok(color[col], color[rows])):
+            raise ValueError(f"color_ptr: two coupled unknowns share a color ({name} part): "
+                             f"not a valid coloring of this matrix")
+    return ncolor
+
+
+def ic0_apply(lang, color_ptr, lower_ptr, lower_col, fac_lower, upper_ptr, upper_col, fac_upper,
+              fac_diag, r, z=None):
+    """z = M^-1 r (IC(0)), color by color in parallel; z returned."""
+    n = _check_split_lower(fac_diag, lower_ptr, lower_col, fac_lower)
+    check_crs(upper_ptr, upper_col, fac_upper, n)
+    ncolor = _check_colored(color_ptr, n, lower_ptr, lower_col, upper_ptr, upper_col)
+    if np.any(fac_diag == 0):
+        raise ValueError("fac_diag must have no zero entry (the substitution divides by it)")
+    check_array(r, "r", REAL, n)
+    z = np.empty(n) if z is None else check_array(z, "z", REAL, n, writeable=True)
+    cp, lp, lc, up, uc = _shift(lang, color_ptr, lower_ptr, lower_col, upper_ptr, upper_col)
+    load(lang).ic0_apply(n, ncolor, _p(cp), _p(lp), _p(lc), _p(fac_lower), _p(up), _p(uc),
+                         _p(fac_upper), _p(fac_diag), _p(r), _p(z))
+    return z
+
+
+def iccg(lang, color_ptr, diag, lower, upper, fac_diag, fac_lower, fac_upper, b, tol=1e-8,
+         max_iter=None):
+    """ICCG (x0 = 0) on the split matrix (lower, upper: course.sparse.CRS parts) with its IC(0)
+    factor; returns (x, iterations, relative residual)."""
+    n = _check_split_lower(diag, lower.row_ptr, lower.col_idx, lower.val)
+    check_crs(upper.row_ptr, upper.col_idx, upper.val, n)
+    check_array(fac_diag, "fac_diag", REAL, n)
+    if np.any(fac_diag == 0):
+        raise ValueError("fac_diag must have no zero entry (the substitution divides by it)")
+    check_array(fac_lower, "fac_lower", REAL, lower.nnz)
+    check_array(fac_upper, "fac_upper", REAL, upper.nnz)
+    ncolor = _check_colored(color_ptr, n, lower.row_ptr, lower.col_idx, upper.row_ptr,
+                            upper.col_idx)
+    check_array(b, "b", REAL, n)
+    tol = check_real(tol, "tol", positive=True)
+    max_iter = check_int(10 * n if max_iter is None else max_iter, "max_iter")
+    x, relres = np.zeros(n), np.zeros(1)
+    cp, lp, lc, up, uc = _shift(lang, color_ptr, lower.row_ptr, lower.col_idx, upper.row_ptr,
+                                upper.col_idx)
+    iters = load(lang).iccg(n, ncolor, _p(cp), _p(diag), _p(lp), _p(lc), _p(lower.val), _p(up),
+                            _p(uc), _p(upper.val), _p(fac_diag), _p(fac_lower), _p(fac_upper),
+                            _p(b), _p(x), tol, max_iter, _p(relres))
+    if iters < 0:
+        raise MemoryError(f"iccg ({lang}) could not allocate its work array (n = {n})")
+    return x, int(iters), float(relres[0])

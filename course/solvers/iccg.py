@@ -1,0 +1,278 @@
+"""IC(0)-preconditioned CG (lecture 03_iccg): the factorisation, the colored substitutions and the
+solve, in numpy (the reference), numba, c and fortran.
+
+IC(0) is the Cholesky factorisation with no fill-in: the factor keeps the pattern of A's lower
+triangle and drops every entry outside it. In the root-free form used here (as in Nakajima's ICCG
+codes) A = L_A + D_A + U_A (strict lower part, diagonal, strict upper part) is approximated by
+
+    M = (D + L) D^-1 (D + L^T),   L with the pattern of L_A,
+
+where, row by row (i = 0, 1, ...; k runs over unknowns coupled to both i and j):
+
+    l_ij = a_ij - sum_{k < j} l_ik l_jk / d_k        for every j < i coupled to i
+    d_i  = a_ii - sum_{j < i} l_ij^2 / d_j
+
+so that (D + L) D^-1 (D + L^T) equals A on every entry of A's pattern (tests/test_iccg.py checks
+that). When no two lower neighbours j, k of a row are coupled to each other, the sum in l_ij is
+empty and L = L_A: only the diagonal changes. That is the case of the 7-point stencil in ANY
+numbering, because the grid graph has no triangles (cells (i,j,k) split into "even" and "odd" by
+i + j + k, and a coupling always joins an even cell to an odd one): IC(0) of the finite-volume
+Poisson matrix is the modified diagonal d alone. The 27-point FEM matrix of 02_fem3d has triangles,
+and its L differs from L_A.
+
+M^-1 r is two triangular solves:
+
+    forward   y_i = (r_i - sum_{j < i} l_ij y_j) / d_i           increasing i
+    backward  z_i = y_i - (sum_{j > i} l_ji z_j) / d_i           decreasing i
+
+After a colored ordering (course.ordering) no two unknowns of one color are coupled, so all rows
+of a color can be done at once: a loop over the colors, a parallel loop inside each, and a barrier
+after each color. The arithmetic of every row is fixed by the ordering, not by the threads: the
+substitution gives bitwise the same z for any number of threads. A single color means the plain
+sequential sweep (natural ordering).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import scipy.sparse
+import scipy.sparse.linalg
+
+from .. import native
+from ..sparse import CRS
+from .krylov import SolveResult, krylov
+
+ICCG_LANGS = ("numpy", "numba", "c", "fortran")
+
+# Barriers of one iteration of the compiled ICCG (src_c/03_iccg/iccg.c) outside the substitutions:
+# p = z + beta p; q = A p; (p, q); x, r update; (r, r) and (r, z) -- each an `omp for` with its
+# implied barrier -- and the `omp single` that turns the sums into alpha and beta. The two
+# substitutions add one barrier per color each.
+CG_BARRIERS_PER_ITERATION = 6
+
+
+@dataclass
+class Split:
+    """A symmetric matrix as its diagonal and its strict lower and upper parts in CRS (the layout
+    of Nakajima's codes: D, indexL/itemL/AL, indexU/itemU/AU), 0-based, columns increasing."""
+    diag: np.ndarray
+    lower: CRS
+    upper: CRS
+
+    @property
+    def n(self) -> int:
+        return self.diag.shape[0]
+
+
+def split(a: CRS) -> Split:
+    """D, the strict lower and the strict upper part of the CRS matrix a."""
+    n = a.n
+    rows = np.repeat(np.arange(n, dtype=np.int32), np.diff(a.row_ptr))
+    diag = np.zeros(n)
+    on = rows == a.col_idx
+    diag[rows[on]] = a.val[on]
+    parts = []
+    for keep in (a.col_idx < rows, a.col_idx > rows):
+        ptr = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(np.bincount(rows[keep], minlength=n), out=ptr[1:])
+        parts.append(CRS(ptr, a.col_idx[keep].copy(), a.val[keep].copy()))
+    return Split(diag, *parts)
+
+
+@dataclass
+class IC0:
+    """The IC(0) factor: the modified diagonal d, L's values (pattern of the strict lower part)
+    and the same values transposed (pattern of the strict upper part, for the backward sweep)."""
+    d: np.ndarray
+    lower: CRS
+    upper: CRS
+
+
+# --- numpy / numba: the factorisation (plain loops; Python for numpy, compiled for numba) ------
+
+# [ic0_factor]
+def _ic0_factor(n, lower_ptr, lower_col, lower_val, diag, fac_lower, fac_diag):
+    """IC(0), row by row (formulas in the module docstring). Returns 0, or -(i + 1) if d_i <= 0
+    (the factorisation broke down at row i)."""
+    for i in range(n):
+        for p in range(lower_ptr[i], lower_ptr[i + 1]):
+            j = lower_col[p]
+            s = lower_val[p]
+            # sum over k < j coupled to both i and j: merge row i (before p) with row j
+            q = lower_ptr[j]
+            for pk in range(lower_ptr[i], p):
+                k = lower_col[pk]
+                while q < lower_ptr[j + 1] and lower_col[q] < k:
+                    q += 1
+                if q < lower_ptr[j + 1] and lower_col[q] == k:
+                    s -= fac_lower[pk] * fac_lower[q] / fac_diag[k]
+            fac_lower[p] = s
+        s = diag[i]
+        for p in range(lower_ptr[i], lower_ptr[i + 1]):
+            s -= fac_lower[p] * fac_lower[p] / fac_diag[lower_col[p]]
+        if not s > 0.0:
+            return -(i + 1)
+        fac_diag[i] = s
+    return 0
+# [ic0_factor]
+
+
+_ic0_factor_numba = numba.njit(cache=True)(_ic0_factor)
+
+
+def transpose_values(lower: CRS, upper_ptr: np.ndarray, upper_col: np.ndarray,
+                     values: np.ndarray) -> np.ndarray:
+    """Values on the lower pattern moved to the transposed (upper) pattern."""
+    n = lower.n
+    t = scipy.sparse.csr_matrix((values, lower.col_idx, lower.row_ptr), shape=(n, n)).T.tocsr()
+    t.sort_indices()
+    if not (np.array_equal(t.indptr, upper_ptr) and np.array_equal(t.indices, upper_col)):
+        raise ValueError("the upper part is not the transpose of the lower part: the matrix is "
+                         "not structurally symmetric")
+    return t.data.copy()
+
+
+def ic0(s: Split, lang: str = "numba") -> IC0:
+    """The IC(0) factor of the split symmetric matrix s; ValueError if a pivot d_i <= 0."""
+    check_lang(lang)
+    n = s.n
+    if lang in ("c", "fortran"):
+        d, low, up = native.ic0_factor(lang, s.diag, s.lower.row_ptr, s.lower.col_idx,
+                                       s.lower.val, s.upper.row_ptr, s.upper.col_idx)
+    else:
+        d, low = np.empty(n), np.empty(s.lower.nnz)
+        factor = _ic0_factor if lang == "numpy" else _ic0_factor_numba
+        status = factor(n, s.lower.row_ptr, s.lower.col_idx, s.lower.val, s.diag, low, d)
+        if status < 0:
+            raise ValueError(f"IC(0) broke down: pivot {-status - 1} is not positive (the matrix "
+                             f"is not an M-matrix, or not positive definite)")
+        up = transpose_values(s.lower, s.upper.row_ptr, s.upper.col_idx, low)
+    return IC0(d, CRS(s.lower.row_ptr, s.lower.col_idx, low),
+               CRS(s.upper.row_ptr, s.upper.col_idx, up))
+
+
+def check_lang(lang: str) -> str:
+    if lang not in ICCG_LANGS:
+        raise ValueError(f"lang must be one of {', '.join(ICCG_LANGS)}; got {lang!r}")
+    return lang
+
+
+# --- the substitutions -------------------------------------------------------------------------
+
+def _apply_numpy(f: IC0, r: np.ndarray) -> np.ndarray:
+    """z = M^-1 r by SciPy's sparse triangular solves (the reference: no colors involved)."""
+    n = f.d.shape[0]
+    rows = np.arange(n)
+    lower = scipy.sparse.csr_matrix((f.lower.val, f.lower.col_idx, f.lower.row_ptr), (n, n))
+    upper = scipy.sparse.csr_matrix((f.upper.val, f.upper.col_idx, f.upper.row_ptr), (n, n))
+    d = scipy.sparse.csr_matrix((f.d, (rows, rows)), (n, n))
+    y = scipy.sparse.linalg.spsolve_triangular((d + lower).tocsr(), r, lower=True)
+    return scipy.sparse.linalg.spsolve_triangular(
+        (scipy.sparse.identity(n) + scipy.sparse.diags(1.0 / f.d) @ upper).tocsr(), y,
+        lower=False)
+
+
+# [ic0_apply_numba]
+@numba.njit(parallel=True, cache=True)
+def _apply_numba(color_ptr, lower_ptr, lower_col, lower_val, upper_ptr, upper_col, upper_val,
+                 d, r, z):
+    """z = M^-1 r, color by color; the rows of a color in parallel (prange), unless there is
+    only one color: the sequential sweep."""
+    ncolor = color_ptr.shape[0] - 1
+    for i in range(r.shape[0]):
+        z[i] = r[i]
+    for c in range(ncolor):                                    # forward
+        lo, hi = color_ptr[c], color_ptr[c + 1]
+        if ncolor == 1:
+            for i in range(lo, hi):
+                s = z[i]
+                for k in range(lower_ptr[i], lower_ptr[i + 1]):
+                    s -= lower_val[k] * z[lower_col[k]]
+                z[i] = s / d[i]
+        else:
+            for i in numba.prange(lo, hi):
+                s = z[i]
+                for k in range(lower_ptr[i], lower_ptr[i + 1]):
+                    s -= lower_val[k] * z[lower_col[k]]
+                z[i] = s / d[i]
+    for c in range(ncolor - 1, -1, -1):                        # backward
+        lo, hi = color_ptr[c], color_ptr[c + 1]
+        if ncolor == 1:
+            for i in range(hi - 1, lo - 1, -1):
+                s = 0.0
+                for k in range(upper_ptr[i], upper_ptr[i + 1]):
+                    s += upper_val[k] * z[upper_col[k]]
+                z[i] -= s / d[i]
+        else:
+            for i in numba.prange(lo, hi):
+                s = 0.0
+                for k in range(upper_ptr[i], upper_ptr[i + 1]):
+                    s += upper_val[k] * z[upper_col[k]]
+                z[i] -= s / d[i]
+# [ic0_apply_numba]
+
+
+def ic0_apply(f: IC0, r: np.ndarray, color_ptr: np.ndarray, lang: str = "numba",
+              z: np.ndarray | None = None) -> np.ndarray:
+    """z = M^-1 r with the factor f of a matrix numbered color by color (color_ptr: the colors;
+    [0, n] for one sequential sweep). numpy ignores the colors (SciPy's triangular solves)."""
+    check_lang(lang)
+    n = f.d.shape[0]
+    native.check_array(r, "r", native.REAL, n)
+    if lang == "numpy":
+        return _apply_numpy(f, r)
+    if lang in ("c", "fortran"):
+        return native.ic0_apply(lang, color_ptr, f.lower.row_ptr, f.lower.col_idx, f.lower.val,
+                                f.upper.row_ptr, f.upper.col_idx, f.upper.val, f.d, r, z)
+    native.check_color_ptr(color_ptr, n)
+    z = np.empty(n) if z is None else native.check_array(z, "z", native.REAL, n, writeable=True)
+    _apply_numba(color_ptr, f.lower.row_ptr, f.lower.col_idx, f.lower.val, f.upper.row_ptr,
+                 f.upper.col_idx, f.upper.val, f.d, r, z)
+    return z
+
+
+# --- the solve ---------------------------------------------------------------------------------
+
+def iccg(a: CRS, b: np.ndarray, color_ptr: np.ndarray, lang: str = "c", tol: float = 1e-8,
+         max_iter: int | None = None, factor: IC0 | None = None) -> SolveResult:
+    """IC(0)-preconditioned CG on A x = b (x0 = 0), A symmetric positive definite, numbered color
+    by color (course.ordering; color_ptr [0, n] for the natural, sequential sweep).
+
+    c, fortran: the compiled ICCG (one parallel region for the whole solve, the substitutions
+    color by color). numpy, numba: course.solvers.krylov (PCG) with ic0_apply as its
+    preconditioner. The iterations stop at ||r|| <= tol ||b||."""
+    check_lang(lang)
+    s = split(a)
+    n = s.n
+    native.check_array(b, "b", native.REAL, n)
+    tol = native.check_real(tol, "tol", positive=True)
+    max_iter = native.check_int(10 * n if max_iter is None else max_iter, "max_iter")
+    f = ic0(s, lang) if factor is None else factor
+    if lang in ("c", "fortran"):
+        x, iters, relres = native.iccg(lang, color_ptr, s.diag, s.lower, s.upper, f.d, f.lower.val,
+                                       f.upper.val, b, tol, max_iter)
+        return SolveResult(x, iters, relres, relres <= tol)
+    native.check_color_ptr(color_ptr, n)
+    z = np.empty(n)
+    a_scipy = a.to_scipy()
+
+    def matvec(v):
+        return a_scipy @ v if lang == "numpy" else _matvec(a.row_ptr, a.col_idx, a.val, v)
+
+    def precond(r):
+        return ic0_apply(f, r, color_ptr, lang, None if lang == "numpy" else z).copy()
+    return krylov(matvec, b, precond, tol=tol, max_iter=max_iter)
+
+
+@numba.njit(parallel=True, cache=True)
+def _matvec(row_ptr, col_idx, val, x):
+    y = np.empty(row_ptr.shape[0] - 1)
+    for i in numba.prange(row_ptr.shape[0] - 1):
+        s = 0.0
+        for k in range(row_ptr[i], row_ptr[i + 1]):
+            s += val[k] * x[col_idx[k]]
+        y[i] = s
+    return y
