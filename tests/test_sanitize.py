@@ -125,7 +125,8 @@ def test_kernel_tests_pass_under_sanitizers(sanitize_build, sanitizer_env):
     kernel_tests = ["tests/test_fem1d.py", "tests/test_native.py", "tests/test_fem3d.py",
                     "tests/test_fem3d_programs.py", "tests/test_openmp.py", "tests/test_race.py",
                     "tests/test_halo.py", "tests/test_halo_programs.py",
-                    "tests/test_halo_local_files.py", "tests/test_pipecg_programs.py"]
+                    "tests/test_halo_local_files.py", "tests/test_pipecg_programs.py",
+                    "tests/test_iccg.py::test_compiled_kernels_refuse_wrong_arrays"]
     cmd = [PYTHON, "-m", "pytest", *kernel_tests, "-m", "compiled", "-q", "-p", "no:cacheprovider",
            "-o", "addopts=", "--timeout=600"]
     result = run(cmd, cwd=ROOT, env=sanitizer_env, timeout=800)
