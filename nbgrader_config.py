@@ -4,10 +4,10 @@ Source notebooks (with solutions and hidden tests) live in solutions/<topic key>
 versions that `nbgrader generate_assignment <topic key>` writes in exercises/<topic key>/.
 Submissions, autograded notebooks, feedback and the gradebook (gradebook.db) stay out of git.
 """
-from nbgrader.converters import GenerateAssignment
-from nbgrader.preprocessors import ClearSolutions
+from nbgrader.converters import GenerateAssignment, GenerateFeedback
+from nbgrader.preprocessors import ClearSolutions, GetGrades
 
-from course.grading import ClearSolutionsByCellLanguage
+from course.grading import ClearSolutionsByCellLanguage, HideHiddenTests
 
 c = get_config()  # noqa: F821  (provided by nbgrader)
 
@@ -19,6 +19,12 @@ c.CourseDirectory.release_directory = "exercises"
 c.GenerateAssignment.preprocessors = [
     ClearSolutionsByCellLanguage if p is ClearSolutions else p
     for p in GenerateAssignment.class_traits()["preprocessors"].make_dynamic_default()
+]
+
+# feedback shows the learner's answers and the messages of failed checks, never the hidden tests
+c.GenerateFeedback.preprocessors = [
+    p for q in GenerateFeedback.class_traits()["preprocessors"].make_dynamic_default()
+    for p in ([q, HideHiddenTests] if q is GetGrades else [q])
 ]
 
 # a cell that runs longer than this is interrupted and loses its points (endless loops)

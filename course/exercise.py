@@ -16,6 +16,7 @@ as a person writes them (1.5, never np.float64(1.5)).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +74,138 @@ def row_label(index: int, lang: str) -> str:
     """'row 3' in C, 'row 4 (1-based)' in Fortran, for the 0-based row `index`."""
     index = int(index)
     return f"row {index + 1} (1-based)" if lang == "fortran" else f"row {index}"
+
+
+# --- the course's references out of the learner's reach while their answer runs -------------------
+
+class ReferenceUsed(AssertionError):
+    """The learner's code called the course's own implementation of the task it is checked on."""
+
+
+def _blocked_code(*args, **kwargs):
+    # runs with the globals of the blocked function's module: builtins only
+    raise __import__("course.exercise").exercise.ReferenceUsed("your code called one of the course's own functions that this check "
+                        "compares with: it is not available while your answer is checked; write "
+                        "the computation yourself")
+
+
+def _blocker(name: str):
+    def blocked(*args, **kwargs):
+        raise ReferenceUsed(f"your code called the course's own {name}, the function this check "
+                            f"compares with: it is not available while your answer is checked; "
+                            f"write the computation yourself")
+    return blocked
+
+
+def _owner(function):
+    """(object that holds the function as an attribute, attribute name): its module, or the class
+    of a method (course.sparse.ELL.from_crs)."""
+    holder = sys.modules[function.__module__]
+    *path, name = function.__qualname__.split(".")
+    for part in path:
+        holder = getattr(holder, part)
+    return holder, name
+
+
+@functools.cache
+def reference(function):
+    """A private copy of a course function that `references_blocked` does not block: what a check
+    computes its expected values with, or hands the learner's code in place of one of the
+    learner's own earlier functions."""
+    plain_function = getattr(function, "__func__", function)
+    copy = types.FunctionType(plain_function.__code__, plain_function.__globals__,
+                              plain_function.__name__, plain_function.__defaults__,
+                              plain_function.__closure__)
+    copy.__kwdefaults__ = plain_function.__kwdefaults__
+    return copy.__get__(function.__self__) if hasattr(function, "__func__") else copy
+
+
+@contextlib.contextmanager
+def references_blocked(*functions):
+    """While the learner's code runs, these course functions raise ReferenceUsed, however the
+    learner reached them: by module attribute (fem.fem1d_element), imported by name (from
+    course.fem import fem1d_element), or as a method (sparse.ELL.from_crs). A submission that
+    returns the course's own answer then fails the check instead of scoring its points."""
+    saved = []
+    try:
+        for function in functions:
+            # a method's function; a Numba dispatcher's Python function (for its name)
+            plain_function = getattr(function, "__func__", function)
+            python_function = getattr(plain_function, "py_func", plain_function)
+            holder, name = _owner(python_function)
+            code = getattr(plain_function, "__code__", None)
+            saved.append((holder, name, holder.__dict__[name], plain_function, code))
+            blocked = _blocker(f"{python_function.__module__}.{python_function.__qualname__}")
+            setattr(holder, name, classmethod(blocked) if isinstance(
+                holder.__dict__[name], classmethod) else blocked)
+            if code is not None and not code.co_freevars:   # names bound earlier: swap the code
+                plain_function.__code__ = _blocked_code.__code__
+        yield
+    finally:
+        for holder, name, attribute, plain_function, code in reversed(saved):
+            setattr(holder, name, attribute)
+            if code is not None:
+                plain_function.__code__ = code
+
+
+@contextlib.contextmanager
+def provided(namespace: dict, **functions):
+    """The learner's earlier functions replaced, in the notebook's namespace, by working ones for
+    the length of a check: a later task is graded on its own, and a mistake in an earlier task
+    costs only that task's points."""
+    missing = object()
+    saved = {name: namespace.get(name, missing) for name in functions}
+    namespace.update(functions)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is missing:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = value
+
+
+def course_versions(key: str, *names: str) -> dict:
+    """The course's working versions of the learner's functions `names` of exercise `key`, for
+    `provided`: what a later task's check runs in place of the learner's earlier answers."""
+    from . import element, fem
+
+    fem1d_element = reference(fem.fem1d_element)
+    hex8_dshape, hex8_jacobian = reference(element.hex8_dshape), reference(element.hex8_jacobian)
+
+    def jacobian_and_gradients(xyz8, xi, eta, zeta):
+        jac = hex8_jacobian(xyz8, xi, eta, zeta)
+        return np.linalg.det(jac), hex8_dshape(xi, eta, zeta) @ np.linalg.inv(jac)
+
+    versions = {
+        "01_fem1d": {"element_matrix": lambda h, cond: fem1d_element(h, cond, 0.0)[0],
+                     "element_load": lambda h, qvol: fem1d_element(h, 1.0, qvol)[1]},
+        "02_fem3d": {"shape_derivatives": hex8_dshape,
+                     "jacobian_and_gradients": jacobian_and_gradients},
+    }
+    return {name: versions[key][name] for name in names}
+
+
+def assert_close(got, expected, what: str, rtol: float = 1e-12, atol: float = 1e-12,
+                 lang: str = "python") -> None:
+    """got == expected (to rtol, atol), or AssertionError naming `what`, the shape, or the first
+    wrong entry with both values, in the learner's index base."""
+    expected = np.asarray(expected, dtype=float)
+    try:
+        got = np.asarray(got, dtype=float)
+    except (TypeError, ValueError):
+        raise AssertionError(f"{what}: returned {type(got).__name__}, not an array of numbers") \
+            from None
+    if got.shape != expected.shape:
+        raise AssertionError(f"{what}: shape {got.shape}, expected {expected.shape}")
+    wrong = ~np.isclose(got, expected, rtol=rtol, atol=atol)
+    if wrong.any():
+        index = np.unravel_index(int(np.argmax(wrong)), wrong.shape)
+        where = ", ".join(str(i + _base(lang)) for i in index)
+        name = f"({where})" if lang == "fortran" else f"[{where}]"
+        raise AssertionError(f"{what}: entry {name} is {plain(got[index])}, expected "
+                             f"{plain(expected[index])}")
 
 
 def compile_kernel(source: str | Path, lang: str, link_course: bool = False,

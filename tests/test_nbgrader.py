@@ -4,6 +4,7 @@ Proves that the autograder separates right from wrong: the solutions get full ma
 release gets zero, and a submission that loops forever or segfaults in its C code loses only the
 points of that test."""
 
+import html
 import json
 import os
 import re
@@ -116,6 +117,35 @@ EXERCISES = {
                          "while True:\n        pass\n    for e in range(n - 1):", "test_assemble"),
         "segfault": ("crs_matvec_c", "y[i] = sum;",
                      "y[i] = sum;\n        *(volatile double *)0 = sum;", "test_crs_matvec"),
+        "references": ("fem1d_element", "fem1d_assemble"),
+        "wrong": {
+            # k = cond * h: alone, it costs task 1 only (assembly is checked with the course's
+            # element functions in place of the learner's)
+            "wrong_element": ([("element", "return cond / h * np.array",
+                                "return cond * h * np.array")], ["test_element"]),
+            # the whole load on each node; elements written over, not added; the last entry of
+            # each row forgotten
+            "wrong_load": ([("element", "return 0.5 * qvol * h * np.ones(2)",
+                             "return qvol * h * np.ones(2)"),
+                            ("assemble", "K[np.ix_(nodes, nodes)] += element_matrix(h, cond)",
+                             "K[np.ix_(nodes, nodes)] = element_matrix(h, cond)"),
+                            ("crs_matvec_c", "k < row_ptr[i + 1]; k++",
+                             "k < row_ptr[i + 1] - 1; k++")],
+                           ["test_element", "test_assemble", "test_crs_matvec"]),
+            # the course's own answers returned
+            "calls_reference": ([("element", "return cond / h * np.array([[1.0, -1.0], "
+                                  "[-1.0, 1.0]])", "return fem.fem1d_element(h, cond, 0.0)[0]"),
+                                 ("assemble", "    for e in range(n - 1):",
+                                  "    a, f = fem.fem1d_assemble(x, cond, qvol)\n"
+                                  "    return a.to_dense(), f\n    for e in range(n - 1):")],
+                                ["test_element", "test_assemble"]),
+            # the last element skipped; the row sum not reset between rows
+            "wrong_loops": ([("assemble", "for e in range(n - 1):", "for e in range(n - 2):"),
+                             ("crs_matvec_c", "    for (int i = 0; i < n; i++) {\n"
+                              "        double sum = 0.0;",
+                              "    double sum = 0.0;\n    for (int i = 0; i < n; i++) {")],
+                            ["test_assemble", "test_crs_matvec"]),
+        },
     },
     "02_fem3d": {
         "points": {"test_shape_derivatives": 2, "test_jacobian_and_gradients": 2,
@@ -125,6 +155,33 @@ EXERCISES = {
         "segfault": ("fem3d_assemble_c", "rhs[node[a]] += fe[a];",
                      "rhs[node[a]] += fe[a];\n            *(volatile double *)0 = fe[a];",
                      "test_fem3d_assemble"),
+        "references": ("hex8_dshape", "hex8_jacobian", "hex8_element"),
+        "wrong": {
+            # a factor xi_a missing: alone, it costs task 1 only (the review's "7 of 10 points
+            # lost" case: later tasks run with the course's shape derivatives)
+            "wrong_shape": ([("shape_derivatives", "c[:, 0] * fy * fz", "fy * fz")],
+                            ["test_shape_derivatives"]),
+            # 1/4 for 1/8; J transposed; loads written over, not added
+            "wrong_scale": ([("shape_derivatives", "axis=1) / 8", "axis=1) / 4"),
+                             ("jacobian_and_gradients", "jac = xyz8.T @ dN", "jac = dN.T @ xyz8"),
+                             ("fem3d_assemble_c", "rhs[node[a]] += fe[a];",
+                              "rhs[node[a]] = fe[a];")],
+                            ["test_shape_derivatives", "test_jacobian_and_gradients",
+                             "test_fem3d_assemble"]),
+            # the course's own answers returned
+            "calls_reference": ([("shape_derivatives", "    c = CORNERS\n",
+                                  "    return element.hex8_dshape(xi, eta, zeta)\n"),
+                                 ("element_matrix", "    g = 1.0 / np.sqrt(3.0)",
+                                  "    return element.hex8_element(xyz8, cond, np.zeros(8))[0]")],
+                                ["test_shape_derivatives", "test_element_matrix"]),
+            # no inverse of J; Gauss points at +-1/2; only half of each element matrix added
+            "wrong_rules": ([("jacobian_and_gradients", "dN @ np.linalg.inv(jac)", "dN @ jac"),
+                             ("element_matrix", "g = 1.0 / np.sqrt(3.0)", "g = 0.5"),
+                             ("fem3d_assemble_c", "for (int b = 0; b < 8; b++)",
+                              "for (int b = 0; b < a; b++)")],
+                            ["test_jacobian_and_gradients", "test_element_matrix",
+                             "test_fem3d_assemble"]),
+        },
     },
     "04_openmp": {
         "points": {"test_crs_to_ell": 3, "test_ell_matvec": 4, "test_race_free_cg": 3},
@@ -267,6 +324,39 @@ def test_feedback_is_written(graded):
     if "segfault" in graded["cases"]:
         text = (graded["feedback"] / "segfault" / graded["key"] / html).read_text()
         assert "SIGSEGV" in text, "the learner should be told that the kernel crashed"
+
+
+def _feedback_text(graded, student) -> str:
+    page = graded["feedback"] / student / graded["key"] / \
+        graded["notebook"].replace(".ipynb", ".html")
+    return html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
+
+
+def test_feedback_shows_no_hidden_test(graded):
+    """Every feedback page: not one line of the hidden tests (nor of a failing hidden test's
+    traceback), and not the name of a reference function they compare with; a failed hidden
+    check still says what failed."""
+    source = nbformat.read(ROOT / "solutions" / graded["key"] / graded["notebook"], as_version=4)
+    hidden = [line.strip() for region in _hidden_regions(source) for line in region.splitlines()
+              if len(line.strip()) > 12 and not line.strip().startswith("#")]
+    for student in graded["scores"]:
+        text = _feedback_text(graded, student)
+        for line in hidden:
+            assert line not in text, f"{student}'s feedback shows the hidden test line {line!r}"
+        submitted = (graded["feedback"].parent / "submitted" / student / graded["key"] /
+                     graded["notebook"]).read_text()
+        for name in graded["cases"].get("references", ()):
+            if name not in submitted:           # (a learner who calls it sees their own code)
+                assert name not in text, f"{student}'s feedback names the reference {name}"
+    for student, (_, losers) in graded["cases"].get("wrong", {}).items():
+        autograded = nbformat.read(graded["feedback"].parent / "autograded" / student /
+                                   graded["key"] / graded["notebook"], as_version=4)
+        for cell in autograded.cells:
+            test = cell.metadata.get("nbgrader", {}).get("grade_id")
+            errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+            if test in losers:
+                assert errors and all(e["evalue"].strip() for e in errors), \
+                    f"{student}: {test} fails without a message: {errors}"
 
 
 def test_a_wrong_answer_loses_only_its_tasks_points(graded):
