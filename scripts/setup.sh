@@ -32,7 +32,8 @@ apt_pkg() {
         cc) echo gcc ;; c++) echo g++ ;; mpicc | mpif90) echo libopenmpi-dev ;;
         mpiexec) echo openmpi-bin ;; lscpu) echo util-linux ;; fftw3.h) echo libfftw3-dev ;;
         munged) echo munge ;; sbatch) echo slurm-client ;; slurmctld | slurmd) echo "$1" ;;
-        clang-openmp) echo libomp-dev ;; *) echo "$1" ;;
+        clang-openmp) echo libomp-dev ;; clang-tsan) echo libclang-rt-dev ;;
+        llvm-symbolizer) echo llvm ;; *) echo "$1" ;;
     esac
 }
 # a command, or (not a command) the FFTW 3 header and Clang's OpenMP
@@ -44,6 +45,8 @@ have() {
                  done; return 1 ;;
         clang-openmp) echo 'int main(void){return 0;}' |
                           clang -fopenmp -x c - -o /dev/null >/dev/null 2>&1 ;;
+        clang-tsan) echo 'int main(void){return 0;}' |
+                        clang -fsanitize=thread -x c - -o /dev/null >/dev/null 2>&1 ;;
         *) command -v "$1" >/dev/null 2>&1 ;;
     esac
 }
@@ -51,10 +54,12 @@ needed=(cc c++ gfortran cmake make mpicc mpif90 mpiexec)
 if [ "$(uname -s)" = Linux ]; then needed+=(lscpu); fi   # cores, sockets and NUMA nodes on Linux
 # FFTW 3: the pencil-FFT programs of 07_cluster (the build skips them without it)
 optional=(fftw3.h)
-# the tests also need: a browser for the book, a one-node Slurm for the job scripts, Clang with
-# OpenMP (the build with a second compiler), numactl (the PJM scripts' launch lines)
+# the tests (and the grading of the OpenMP exercise) also need: a browser for the book, a one-node
+# Slurm for the job scripts, Clang with LLVM's OpenMP and ThreadSanitizer (a second compiler; the
+# data-race detector, with llvm-symbolizer for its line numbers), numactl (the PJM launch lines)
 if [ "$want_test" = 1 ]; then
-    needed+=(chromium munged slurmctld slurmd sbatch clang clang-openmp numactl fftw3.h)
+    needed+=(chromium munged slurmctld slurmd sbatch clang clang-openmp clang-tsan llvm-symbolizer
+             numactl fftw3.h)
     optional=()
 fi
 

@@ -189,6 +189,38 @@ EXERCISES = {
                          "while True:\n        pass\n    for i in range(n):", "test_crs_to_ell"),
         "segfault": ("ell_matvec_c", "y[i] = s;", "y[i] = s;\n        *(volatile double *)0 = s;",
                      "test_ell_matvec"),
+        "references": ("from_crs",),
+        "wrong": {
+            # padding with column 0; the accumulator shared by the threads (a race that -O2
+            # hides in a register: the results are right, the race detector sees it)
+            "shared_sum": ([("crs_to_ell", "item_ell = np.repeat(np.arange(n, dtype=np.int32), "
+                             "width)", "item_ell = np.zeros(n * width, dtype=np.int32)"),
+                            ("ell_matvec_c", "#pragma omp parallel for schedule(static)\n"
+                             "    for (int i = 0; i < n; i++) {\n        double s = d[i] * x[i];",
+                             "    double s;\n#pragma omp parallel for schedule(static)\n"
+                             "    for (int i = 0; i < n; i++) {\n        s = d[i] * x[i];")],
+                           ["test_crs_to_ell", "test_ell_matvec"]),
+            # a row too long cut short instead of refused; every thread computes every row
+            "no_worksharing": ([("crs_to_ell", "raise ValueError(f\"row {i} has {last - first} "
+                                 "entries, more than width = {width}\")", "last = first + width"),
+                                ("ell_matvec_c", "#pragma omp parallel for schedule(static)",
+                                 "#pragma omp parallel")],
+                               ["test_crs_to_ell", "test_ell_matvec"]),
+            # the course's ELL returned; every thread resets the shared pq (the lecture's race 3)
+            "reset_race": ([("crs_to_ell", "    item_ell = np.repeat(",
+                             "    _ell = sparse.ELL.from_crs(sparse.CRS(index, item, amat), width)\n"
+                             "    return _ell.item, _ell.val\n    item_ell = np.repeat("),
+                            ("cg_fixed_c", "                pq = 0.0;           /* Race 1: reset "
+                             "by one thread, before the barrier */\n            }",
+                             "            }\n            pq = 0.0;")],
+                           ["test_crs_to_ell", "test_race_free_cg"]),
+            # race-free, but serial: one thread in the product and in the CG
+            "serial": ([("ell_matvec_c", "#pragma omp parallel for schedule(static)",
+                         "#pragma omp parallel for schedule(static) num_threads(1)"),
+                        ("cg_fixed_c", "#pragma omp parallel\n    {",
+                         "#pragma omp parallel if (0)\n    {")],
+                       ["test_ell_matvec", "test_race_free_cg"]),
+        },
     },
     "05_halo": {
         "points": {"test_local_tables": 3, "test_halo_exchange": 4},
