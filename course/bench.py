@@ -579,8 +579,22 @@ def plot_alltoall(results: dict, path=None):
     return plot(results, path)
 
 
+def bench_iccg(**kwargs) -> dict:
+    """ICCG with reordering (03_iccg): course.iccg.bench_iccg."""
+    from .iccg import bench_iccg as run
+
+    return run(**kwargs)
+
+
+def plot_iccg(results: dict, path=None):
+    from .iccg import plot_iccg as plot
+
+    return plot(results, path)
+
+
 SUITES = {"fem1d": (bench_fem1d, plot_fem1d), "fem3d": (bench_fem3d, plot_fem3d),
-          "openmp": (bench_openmp, plot_openmp), "halo": (bench_halo, plot_halo),
+          "openmp": (bench_openmp, plot_openmp), "iccg": (bench_iccg, plot_iccg),
+          "halo": (bench_halo, plot_halo),
           "pipecg": (bench_pipecg, plot_pipecg), "alltoall": (bench_alltoall, plot_alltoall)}
 
 
@@ -599,6 +613,10 @@ def summary_table(results: dict) -> str:
         return summary_fem3d(results)
     if results["suite"] == "openmp":
         return summary_openmp(results)
+    if results["suite"] == "iccg":
+        from .iccg import summary_iccg
+
+        return summary_iccg(results)
     if results["suite"] in ("halo", "pipecg"):
         from .parallel import bench as parallel_bench
 

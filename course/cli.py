@@ -83,6 +83,9 @@ def _solve_fem3d(args, problems) -> dict:
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be a positive number of elements, "
                              f"got {getattr(args, name)}")
+    from . import iccg                          # 03_iccg: --precond ic0 --ordering --colors
+    if iccg.check_cli_options(args):
+        return iccg.solve_from_args(args)
     if args.vtk is not None:
         check_output(args.vtk, "--vtk", _vtk_format)
     distributed = _distributed_args(args)
@@ -256,6 +259,9 @@ def _solve_poisson(args, problems) -> dict:
             if values[name] < 1:
                 raise ValueError(f"--{name} must be a positive number of cells, "
                                  f"got {values[name]}")
+    from . import iccg                          # 03_iccg: --precond ic0 --ordering --colors
+    if iccg.check_cli_options(args):
+        return iccg.solve_from_args(args, values)
     distributed = _distributed_args(args)
     if distributed is None:
         return problems.poisson(version=args.version or "v3", fmt=args.format, lang=args.lang,
@@ -321,8 +327,8 @@ def _bench(args) -> int:
                              f"calls)")
         kwargs["langs"] = args.langs
     if args.threads:
-        if args.suite != "openmp":
-            raise ValueError("--threads is for the openmp suite (its thread sweep)")
+        if args.suite not in ("openmp", "iccg"):
+            raise ValueError("--threads is for the openmp and iccg suites (their thread sweeps)")
         kwargs["threads"] = args.threads
     for name, suites in (("ranks", MPI_SUITES), ("cg_size", ("halo",))):
         if getattr(args, name):
@@ -388,6 +394,16 @@ def _positive_finite(text):
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return value
+
+
+def _iccg_options(p: argparse.ArgumentParser) -> None:
+    """--precond, --ordering, --colors (03_iccg; without --precond: the existing solver)."""
+    p.add_argument("--precond", choices=("diagonal", "ic0"),
+                   help="diagonal: the diagonal-scaled PCG (the default); ic0: ICCG (03_iccg)")
+    p.add_argument("--ordering", choices=("natural", "cm", "rcm", "mc", "cm-rcm"),
+                   help="ic0: the ordering of the unknowns (default natural)")
+    p.add_argument("--colors", type=_positive(int),
+                   help="ic0 with mc or cm-rcm: the target number of colors (may be exceeded)")
 
 
 def _common_solve_options(p: argparse.ArgumentParser) -> None:
@@ -458,6 +474,7 @@ def parser() -> argparse.ArgumentParser:
     s3.add_argument("--vtk", metavar="FILE",
                     help="write the mesh and temperature: FILE.vtu (VTK XML, binary) or FILE.vtk "
                          "(legacy VTK, text)")
+    _iccg_options(s3)
     _distributed_options(s3, "fem3d", "the mesh", "node")
     _common_solve_options(s3)
 
@@ -482,6 +499,7 @@ def parser() -> argparse.ArgumentParser:
                          "take the Numba product")
     sp.add_argument("--threads", type=int, help="OpenMP (c, fortran) or Numba threads")
     sp.add_argument("--json", action="store_true", help="print one JSON object")
+    _iccg_options(sp)
     _distributed_options(sp, "poisson", "the cells", "cell")
     sp.set_defaults(run=_solve)
 
@@ -507,7 +525,8 @@ def parser() -> argparse.ArgumentParser:
     pa.set_defaults(run=_partition)
 
     e = sub.add_parser("bench", help="benchmark suite (timings, not tests)")
-    e.add_argument("suite", choices=["fem1d", "fem3d", "openmp", "halo", "pipecg", "alltoall"],
+    e.add_argument("suite", choices=["fem1d", "fem3d", "openmp", "iccg", "halo", "pipecg",
+                                     "alltoall"],
                    help="fem1d: assembly and CG per language; fem3d: assembly, PCG per iteration "
                         "and the SpMV against STREAM, on n^3 cubes; openmp: the PCG ladder and "
                         "the SpMV formats over a thread sweep, on n^3 cells (default 64); halo: "
@@ -517,7 +536,10 @@ def parser() -> argparse.ArgumentParser:
                         "MPI_Iallreduce, split into SpMV, halo, reductions and the rest, over "
                         "1 .. P ranks, on an n^3 mesh (default 32); alltoall: MPI_Alltoall "
                         "throughput against message size and the pencil FFT of 07_cluster "
-                        "(Python and C), over 1, 2, 4 ranks, for n^3 fields (default 16 32)")
+                        "(Python and C), over 1, 2, 4 ranks, for n^3 fields (default 16 32); "
+                        "iccg: ICCG per ordering (natural, RCM, MC and CM-RCM over a sweep of "
+                        "colors) and thread count, iterations, synchronisations, bandwidth "
+                        "against STREAM, on n^3 cells (default 32)")
     e.add_argument("--json", metavar="FILE", help="write the results as JSON")
     e.add_argument("--plot", metavar="FILE", help="write a plot (PNG, SVG, PDF)")
     e.add_argument("--sizes", type=_positive(int), nargs="+",
