@@ -91,8 +91,11 @@ def _submit(course: Path, key: str, student: str, nb) -> None:
     nbformat.write(nb, folder / f"{key}_exercise.ipynb")
 
 
-def _replace_in_cell(nb, grade_id: str, old: str, new: str):
-    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+def _replace_in_cell(nb, grade_id: str | None, old: str, new: str):
+    """Replace `old` by `new` in the cell `grade_id` (None: the first cell that holds `old`, such
+    as the LANGUAGE cell)."""
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+                or (grade_id is None and old in c.source))
     assert old in cell.source, f"{old!r} not in cell {grade_id}"
     cell.source = cell.source.replace(old, new)
     return nb
@@ -231,6 +234,41 @@ EXERCISES = {
         "segfault": ("halo_exchange_c", "MPI_STATUSES_IGNORE);",
                      "MPI_STATUSES_IGNORE);\n    *(volatile double *)0 = x[0];",
                      "test_halo_exchange"),
+        "wrong": {
+            # externals in global order, not grouped by owner; the send buffer packed from the
+            # first entries of x instead of the exported ones
+            "external_order": ([("local_tables", "external = external[np.lexsort((external, "
+                                 "owner[external]))]", "external = np.sort(external)"),
+                                ("halo_exchange_c", "send_buf[k] = x[export_index[k]];",
+                                 "send_buf[k] = x[k];")],
+                               ["test_local_tables", "test_halo_exchange"]),
+            # export tables in global numbers; a blocking receive first on every rank (deadlock)
+            "global_export": ([("local_tables", "export_index.append(to_local[shared])",
+                                "export_index.append(shared)"),
+                               ("halo_exchange_c", "        MPI_Irecv(recv_buf + import_ptr[m], "
+                                "import_ptr[m + 1] - import_ptr[m], MPI_DOUBLE,\n"
+                                "                  neighbours[m], TAG, comm, &requests[m]);",
+                                "        MPI_Recv(recv_buf + import_ptr[m], import_ptr[m + 1] - "
+                                "import_ptr[m], MPI_DOUBLE,\n                 neighbours[m], TAG, "
+                                "comm, MPI_STATUS_IGNORE);")],
+                              ["test_local_tables", "test_halo_exchange"]),
+            # import_ptr without its leading 0; values unpacked over the first entries of x
+            "no_leading_zero": ([("local_tables", '"import_ptr": np.concatenate([[0], '
+                                  'np.cumsum(counts)])', '"import_ptr": np.cumsum(counts)'),
+                                 ("halo_exchange_c", "x[import_index[k]] = recv_buf[k];",
+                                  "x[k] = recv_buf[k];")],
+                                ["test_local_tables", "test_halo_exchange"]),
+            # neighbours in descending order; in mpi4py, receiving into x[import_index[...]] (a
+            # temporary copy: the values never reach x)
+            "fancy_receive": ([("local_tables", "    to_local = np.full(owner.size, -1)",
+                                "    neighbours, counts = neighbours[::-1], counts[::-1]\n"
+                                "    to_local = np.full(owner.size, -1)"),
+                               (None, 'LANGUAGE = "c"', 'LANGUAGE = "python"'),
+                               ("halo_exchange_python", "part = recv[import_ptr[m]:import_ptr[m + 1]]",
+                                "part = x[import_index[import_ptr[m]:import_ptr[m + 1]]]"),
+                               ("halo_exchange_python", "    x[import_index] = recv ", "    # ")],
+                              ["test_local_tables", "test_halo_exchange"]),
+        },
     },
     "06_pipecg": {
         "points": {"test_next_alpha": 3, "test_chronopoulos_gear": 5},
@@ -240,6 +278,45 @@ EXERCISES = {
         "segfault": ("chronopoulos_gear_c", "    free(work);",
                      "    free(work);\n    *(volatile double *)0 = x[0];",
                      "test_chronopoulos_gear"),
+        "wrong": {
+            # beta upside down; the three dot products in two global sums (2 per iteration)
+            "two_sums": ([("next_alpha", "beta = gamma_new / gamma", "beta = gamma / gamma_new"),
+                          ("chronopoulos_gear_c", "global_sum(sums, 3);",
+                           "global_sum(sums, 2);\n        global_sum(sums + 2, 1);")],
+                         ["test_next_alpha", "test_chronopoulos_gear"]),
+            # alpha = gamma / delta (the beta term dropped); r updated with w instead of s
+            "plain_alpha": ([("next_alpha", "return gamma_new / (delta - beta * gamma_new / alpha)",
+                              "return gamma_new / delta"),
+                             ("chronopoulos_gear_c", "r[i] -= alpha * s[i];",
+                              "r[i] -= alpha * w[i];")],
+                            ["test_next_alpha", "test_chronopoulos_gear"]),
+            # + for -; in Python, the course's own Chronopoulos-Gear called with an adapter
+            "calls_reference": ([("next_alpha", "(delta - beta", "(delta + beta"),
+                                 (None, 'LANGUAGE = "c"', 'LANGUAGE = "python"'),
+                                 ("chronopoulos_gear_python", "    ### BEGIN SOLUTION\n",
+                                  "    ### BEGIN SOLUTION\n"
+                                  "    from course.solvers import krylov\n\n"
+                                  "    class Sums:\n"
+                                  "        count = 0\n\n"
+                                  "        def start(self, *values):\n"
+                                  "            self.count += 1\n"
+                                  "            self.sums = np.array(values, dtype=float)\n"
+                                  "            global_sum(self.sums)\n"
+                                  "            return self\n\n"
+                                  "        def wait(self):\n"
+                                  "            return self.sums\n\n"
+                                  "    result = krylov(matvec, b, lambda r: dinv * r, Sums(), "
+                                  "\"chronopoulos-gear\", x0=x.copy(), tol=tol, "
+                                  "max_iter=max_iter)\n"
+                                  "    x[:] = result.x\n"
+                                  "    return result.iterations\n")],
+                                ["test_next_alpha", "test_chronopoulos_gear"]),
+            # alpha times the old one; no convergence test (always max_iter iterations)
+            "no_stop": ([("next_alpha", "beta * gamma_new / alpha)", "beta * gamma_new * alpha)"),
+                         ("chronopoulos_gear_c", "while (sqrt(rr) > tol * bnorm && "
+                          "iterations < max_iter)", "while (iterations < max_iter)")],
+                        ["test_next_alpha", "test_chronopoulos_gear"]),
+        },
     },
     "07_cluster": {
         "points": {"test_slurm_hybrid": 3, "test_pjm_hybrid": 2, "test_slurm_openmp": 3,
