@@ -17,6 +17,11 @@ from . import fem, fvm, mesh, native, problems, solvers, sparse, toolchain
 from .langs import LANGS
 
 
+def machine() -> dict:
+    """toolchain.report() without its list of problems: what a benchmark result records."""
+    return {k: v for k, v in toolchain.report().items() if k != "problems"}
+
+
 def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
     """The shortest of `repeat` wall-clock timings of fn() (the least disturbed run)."""
     times = []
@@ -41,7 +46,7 @@ def bench_fem1d(sizes=(1_000, 10_000, 100_000), langs=LANGS, repeat=5, tol=1e-10
     Ratios are computed within this one run: `speedup_vs_numpy` for assembly, `speedup_vs_scipy`
     for the solve."""
     results = {"suite": "fem1d", "repeat": repeat, "tol": tol, "sizes": list(sizes),
-               "machine": {k: v for k, v in toolchain.report().items() if k != "problems"},
+               "machine": machine(),
                "runs": []}
     steps = [(n, lang) for n in sizes for lang in (*langs, "scipy")]
     for n, lang in tqdm(steps, desc="bench fem1d", unit="run", disable=not progress):
@@ -216,7 +221,7 @@ def bench_fem3d(sizes=(16, 32, 48, 64), langs=LANGS, repeat=5, iterations=20,
     is the outside reference for the SpMV. Best of `repeat` everywhere."""
     results = {"suite": "fem3d", "repeat": repeat, "sizes": list(sizes),
                "iterations": iterations,
-               "machine": {k: v for k, v in toolchain.report().items() if k != "problems"},
+               "machine": machine(),
                "stream": stream(stream_n, repeat), "runs": []}
     triad = results["stream"]["triad_gbs"]
     steps = [(n, lang) for n in sizes for lang in (*langs, "scipy")]
@@ -416,7 +421,7 @@ def bench_openmp(sizes=(128,), langs=OPENMP_LANGS, threads=None, repeat=5, itera
                if lang in solvers.LADDER_LANGS[v]]
     results = {"suite": "openmp", "repeat": repeat, "sizes": [n], "iterations": iterations,
                "threads": threads, "topology": topology(),
-               "machine": {k: v for k, v in toolchain.report().items() if k != "problems"},
+               "machine": machine(),
                "stream": [], "ladder": [], "spmv": []}
     results["numa_note"] = numa_note(results["topology"])
     bar = tqdm(total=len(threads) * (1 + len(configs) + len(langs)), desc="bench openmp",
@@ -601,6 +606,9 @@ SUITES = {"fem1d": (bench_fem1d, plot_fem1d), "fem3d": (bench_fem3d, plot_fem3d)
 def run_suite(name: str, json_path: str | None, plot_path: str | None, **kwargs) -> dict:
     bench, plot = SUITES[name]
     results = bench(**kwargs)
+    # every result says where it was measured: versions, cores, and inside a batch job the
+    # scheduler, job id, node, binding and modules (toolchain.job_context)
+    results.setdefault("machine", machine())
     if json_path:
         Path(json_path).write_text(json.dumps(results, indent=2))
     if plot_path:

@@ -14,6 +14,7 @@ import numba
 import numpy as np
 
 from . import fem, fvm, mesh, native, ordering, problems, toolchain
+from .bench import machine
 from .solvers import iccg as ic
 from .sparse import CRS
 
@@ -209,7 +210,7 @@ def bench_iccg(sizes=(32,), langs=("c", "fortran", "numba"), threads=None, repea
     problem = fvm.poisson(n, n, n, lang="numba")
     a = problem.full_crs()
     results = {"suite": "iccg", "sizes": [n], "repeat": repeat, "threads": threads,
-               "machine": {k: v for k, v in toolchain.report().items() if k != "problems"},
+               "machine": machine(),
                "stream": [], "runs": []}
     bar = tqdm(total=len(threads) * len(orderings) * len(langs), desc="bench iccg",
                disable=not progress)
