@@ -208,6 +208,18 @@ def assert_close(got, expected, what: str, rtol: float = 1e-12, atol: float = 1e
                              f"{plain(expected[index])}")
 
 
+def learner_source(source: str | Path, lang: str) -> Path:
+    """The learner's C or Fortran file, once it exists with the suffix of its language."""
+    if lang not in _COMPILER:
+        raise ValueError(f"lang must be 'c' or 'fortran', not {lang!r}")
+    source = Path(source)
+    if not source.exists():
+        raise AssertionError(f"{source} does not exist: run the %%writefile cell above first")
+    if source.suffix != _SUFFIX[lang]:
+        raise AssertionError(f"{source}: a {lang} source file must end in {_SUFFIX[lang]}")
+    return source
+
+
 def compile_kernel(source: str | Path, lang: str, link_course: bool = False,
                    openmp: bool = False, mpi: bool = False) -> Path:
     """Compile the learner's source file into a shared library; return its path. With
@@ -217,13 +229,7 @@ def compile_kernel(source: str | Path, lang: str, link_course: bool = False,
     wrappers (mpicc, mpif90) compile it: the code may include mpi.h or use mpi_f08.
 
     Raises AssertionError with the compiler's messages if it does not compile."""
-    if lang not in _COMPILER:
-        raise ValueError(f"lang must be 'c' or 'fortran', not {lang!r}")
-    source = Path(source)
-    if not source.exists():
-        raise AssertionError(f"{source} does not exist: run the %%writefile cell above first")
-    if source.suffix != _SUFFIX[lang]:
-        raise AssertionError(f"{source}: a {lang} source file must end in {_SUFFIX[lang]}")
+    source = learner_source(source, lang)
     compiler, flags = _COMPILER[lang]
     if mpi:
         compiler = _MPI_COMPILER[lang]

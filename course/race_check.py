@@ -51,8 +51,9 @@ from pathlib import Path
 
 import numpy as np
 
-DEBIAN_PACKAGES = "clang libomp-dev libclang-rt-14-dev"
-_SUFFIX = {"c": ".c", "fortran": ".f90"}
+from .exercise import learner_source
+
+DEBIAN_PACKAGES = "clang libomp-dev libclang-rt-dev llvm"   # as scripts/setup.sh --test
 _CACHE = Path(tempfile.gettempdir()) / f"course-race-builds-{os.getuid()}"
 _DRIVER_NAME = "course_race_driver.c"
 TSAN_EXIT = 66
@@ -507,17 +508,6 @@ def _driver_source(kernel: str, codes: list[str], returns_int: bool) -> str:
             .replace("@CALL@", call))
 
 
-def _check_source(source, lang: str) -> Path:
-    if lang not in _SUFFIX:
-        raise ValueError(f"lang must be 'c' or 'fortran', not {lang!r}")
-    source = Path(source)
-    if not source.exists():
-        raise AssertionError(f"{source} does not exist: run the %%writefile cell above first")
-    if source.suffix != _SUFFIX[lang]:
-        raise AssertionError(f"{source}: a {lang} source file must end in {_SUFFIX[lang]}")
-    return source.resolve()
-
-
 def _build(source: Path, lang: str, kernel: str, codes: list[str], returns_int: bool,
            mode: str) -> Path:
     """The driver executable for `mode` ('tsan' or 'work'), cached by content hash (the source's
@@ -680,7 +670,7 @@ def data_races(source: str | Path, lang: str, kernel: str, args: list, threads: 
 
     Raises AssertionError if the file does not compile, or the run crashes or takes longer than
     `timeout` seconds; RaceCheckUnavailable if the tools are missing."""
-    source = _check_source(source, lang)
+    source = learner_source(source, lang).resolve()
     codes, values = _signature(args)
     exe = _build(source, lang, kernel, codes, returns_int, "tsan")
     t = tools()
@@ -806,7 +796,7 @@ def work_sharing(source: str | Path, lang: str, kernel: str, args: list, threads
                  timeout: float = 20.0, returns_int: bool = False) -> WorkReport:
     """Run `kernel(*args)` once with OMP_NUM_THREADS=threads under the OMPT tool; return what
     the runtime saw (WorkReport)."""
-    source = _check_source(source, lang)
+    source = learner_source(source, lang).resolve()
     codes, values = _signature(args)
     exe = _build(source, lang, kernel, codes, returns_int, "work")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "KMP_", "GOMP_"))}
