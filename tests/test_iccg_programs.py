@@ -1,6 +1,7 @@
-"""Lecture 03_iccg, the standalone program iccg_c: every NCOLORtot convention on the 04_openmp
-INPUT.DAT (the colors and iterations of the Python side, the same checksum for 1 and 2 threads),
-and one clear line on stderr with exit status 2 on bad input files and command lines."""
+"""Lecture 03_iccg, the standalone programs iccg_c and iccg_f: every NCOLORtot convention on the
+04_openmp INPUT.DAT (the colors and iterations of the Python side, the same checksum for 1 and 2
+threads), C and Fortran line for line the same (but the times), and one clear line on stderr with
+exit status 2 on bad input files and command lines, the same in both languages."""
 
 from __future__ import annotations
 
@@ -15,9 +16,18 @@ pytestmark = pytest.mark.timeout(120)
 GOOD = "10 9 8   NX NY NZ\n1.0 0.5 2.0   DX DY DZ\n1e-10   EPSICCG\n"
 
 
+PROGRAMS = [pytest.param("iccg_c", id="c"), pytest.param("iccg_f", id="fortran")]
+LANG = {"iccg_c": "c", "iccg_f": "fortran"}
+
+
+@pytest.fixture(scope="module", params=PROGRAMS)
+def exe(request):
+    return native.binary(request.param)
+
+
 @pytest.fixture(scope="module")
-def exe():
-    return native.binary("iccg_c")
+def binaries():
+    return {name: native.binary(name) for name in LANG}
 
 
 def parse(stdout: str) -> dict:
@@ -37,7 +47,8 @@ def parse(stdout: str) -> dict:
                                                  ("-4", "cm-rcm", 4)])
 def test_program_matches_python(exe, tmp_path, ncolortot, name, k):
     (tmp_path / "INPUT.DAT").write_text(GOOD)
-    python = iccg.poisson(10, 9, 8, name, k, lang="c", tol=1e-10, dx=1.0, dy=0.5, dz=2.0)
+    python = iccg.poisson(10, 9, 8, name, k, lang=LANG[exe.name], tol=1e-10, dx=1.0, dy=0.5,
+                          dz=2.0)
     outs = []
     for threads in ("1", "2"):
         result = run_program(exe, "INPUT.DAT", ncolortot, cwd=tmp_path,
@@ -74,5 +85,64 @@ def test_program_bad_input(exe, tmp_path, text, args, where):
 def test_program_missing_file(exe, tmp_path):
     result = run_program(exe, "absent.dat", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.strip() == "iccg_c: absent.dat: cannot open input file: No such file " \
-                                    "or directory"
+    assert result.stderr.strip() == f"{exe.name}: absent.dat: cannot open input file: No such " \
+                                    "file or directory"
+
+
+def without_times(stdout: str) -> list[str]:
+    """The lines of the output but the times, with the language's name taken out."""
+    return [line.replace("(C)", "(LANG)").replace("(Fortran)", "(LANG)")
+            for line in stdout.splitlines() if not line.lstrip().startswith("time:")]
+
+
+@pytest.mark.parametrize("ncolortot", ["1", "0", "-1", "2", "7", "-2", "-5", "40"])
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_c_and_fortran_print_the_same(binaries, tmp_path, ncolortot, threads):
+    """Every line (iterations, relative residual, colors, incompatible nodes, phi) but the times."""
+    (tmp_path / "INPUT.DAT").write_text(GOOD)
+    outputs = {}
+    for name, path in binaries.items():
+        result = run_program(path, "INPUT.DAT", ncolortot, cwd=tmp_path,
+                             env={"OMP_NUM_THREADS": threads, "PATH": "/usr/bin:/bin"})
+        assert result.returncode == 0, result.stderr
+        outputs[name] = without_times(result.stdout)
+    assert len(outputs["iccg_c"]) == 5, outputs["iccg_c"]
+    assert outputs["iccg_c"][:3] == outputs["iccg_f"][:3]       # header, ordering, ICCG line
+    c, f = parse("\n".join(outputs["iccg_c"])), parse("\n".join(outputs["iccg_f"]))
+    assert c["checksum"] == pytest.approx(f["checksum"], rel=1e-12)
+
+
+@pytest.mark.parametrize("text, args", [
+    ("", ()), ("10 10\n1 1 1\n1e-8\n", ()), ("10 -1 3\n1 1 1\n1e-8\n", ()),
+    ("4 4 4\n1 0 1\n1e-8\n", ()), ("4 4 4\n1 1 1\n-1\n", ()),
+    ("2000 2000 2000\n1 1 1\n1e-8\n", ()), (GOOD, ("3x",)), (GOOD, ("",)),
+    (GOOD, ("-2147483648",)), (GOOD, ("99999999999",)),
+])
+def test_c_and_fortran_messages_agree(binaries, tmp_path, text, args):
+    (tmp_path / "bad.dat").write_text(text)
+    messages = {}
+    for name, path in binaries.items():
+        result = run_program(path, "bad.dat", *args, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        messages[name] = result.stderr.replace(name, "PROG")
+    assert messages["iccg_c"] == messages["iccg_f"]
+
+
+def test_too_many_threads(exe, tmp_path):
+    (tmp_path / "INPUT.DAT").write_text(GOOD)
+    result = run_program(exe, cwd=tmp_path, env={"OMP_NUM_THREADS": "100000",
+                                                 "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"{exe.name}: OMP_NUM_THREADS=100000 is more than 16 per core")
+
+
+def test_not_converged_exits_1(exe, tmp_path):
+    """A tolerance far below what double precision reaches: 10 N iterations and exit status 1
+    (unless the residual hits exactly 0, then it has converged and the status is 0)."""
+    (tmp_path / "INPUT.DAT").write_text("6 5 4\n1 1 1\n1e-300\n")
+    result = run_program(exe, "INPUT.DAT", "-2", cwd=tmp_path)
+    out = parse(result.stdout)
+    if out["status"] == "NOT converged":
+        assert (result.returncode, out["iterations"]) == (1, 10 * 6 * 5 * 4)
+    else:
+        assert result.returncode == 0
