@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCHEDULERS = ("slurm", "pjm")
 
 # the course's standalone programs (build/native/release/bin), OpenMP-only or MPI
-OPENMP_PROGRAMS = {"fem1d_c", "fem1d_f", "fem3d_c", "fem3d_f", "solc", "solf"}
+OPENMP_PROGRAMS = {"fem1d_c", "fem1d_f", "fem3d_c", "fem3d_f", "solc", "solf", "iccg_c", "iccg_f"}
 MPI_PROGRAMS = {"fem3d_mpi_c", "fem3d_mpi_f", "mpi_hello_c", "mpi_hello_f",
                 "pencil_fft_c", "pencil_fft_f"}
 
