@@ -17,47 +17,12 @@
 #include "course.h"
 #include "iccg.h"
 #include "input.h"
+#include "poisson_input.h"
 
-#define THREADS_PER_CORE_MAX 16      /* as solc and course.problems */
-
-typedef struct {
-    int nx, ny, nz;
-    double dx, dy, dz, eps;
-} problem;
-
-static problem read_input(const char *path)
-{
-    problem p;
-    input_file in;
-    int cells[3];
-    double size[3];
-    input_open(&in, "iccg_c", path);
-    input_ints(&in, 3, cells, "NX NY NZ: number of cells");
-    input_require_positive(&in, cells[0], "NX");
-    input_require_positive(&in, cells[1], "NY");
-    input_require_positive(&in, cells[2], "NZ");
-    if (7.0 * cells[0] * cells[1] * cells[2] > INT_MAX)
-        input_fail(&in, "mesh too large: 7 NX NY NZ is more than %d", INT_MAX);
-    input_reals(&in, 3, size, "DX DY DZ: cell size");
-    input_require_positive(&in, size[0], "DX");
-    input_require_positive(&in, size[1], "DY");
-    input_require_positive(&in, size[2], "DZ");
-    input_reals(&in, 1, &p.eps, "EPSICCG: CG tolerance");
-    input_require_positive(&in, p.eps, "EPSICCG");
-    input_close(&in);
-    p.nx = cells[0], p.ny = cells[1], p.nz = cells[2];
-    p.dx = size[0], p.dy = size[1], p.dz = size[2];
-    return p;
-}
-
+/* malloc, or iccg_c's out-of-memory line and exit status 1 */
 static void *checked_malloc(long count, size_t size)
 {
-    void *mem = malloc((size_t)(count > 0 ? count : 1) * size);
-    if (mem == NULL) {
-        fprintf(stderr, "iccg_c: out of memory\n");
-        exit(1);
-    }
-    return mem;
+    return poisson_malloc("iccg_c", NULL, count, size);
 }
 
 /* The ordering of NCOLORtot on the graph (index, item): perm[new] = old, the colors; returns
@@ -99,7 +64,7 @@ static int make_ordering(int n, const int *index, const int *item, int ncolortot
                 level[i] = max_level - level[i];
             ncolor = cyclic_colors(n, index, item, within, level, -ncolortot, color);
             if (ncolor < 0)
-                checked_malloc(-1L, (size_t)-1);
+                poisson_out_of_memory("iccg_c", NULL);
         }
     }
     *color_ptr = checked_malloc(ncolor + 1L, sizeof(int));
@@ -110,27 +75,18 @@ static int make_ordering(int n, const int *index, const int *item, int ncolortot
 
 int main(int argc, char **argv)
 {
-    if (argc > 3) {
-        fprintf(stderr, "usage: %s [INPUT.DAT] [NCOLORtot]\n", argv[0]);
-        return 2;
-    }
-    const char *path = argc > 1 ? argv[1] : "INPUT.DAT";
+    const char *path = poisson_input_path(argc, argv, "[NCOLORtot]");
     int ncolortot = 1;
     if (argc > 2 && (!input_word_int(argv[2], &ncolortot) || ncolortot == INT_MIN)) {
         fprintf(stderr, "iccg_c: NCOLORtot must be an integer, got '%s'\n", argv[2]);
         return 2;
     }
-    if (omp_get_max_threads() > THREADS_PER_CORE_MAX * omp_get_num_procs()) {
-        fprintf(stderr, "iccg_c: OMP_NUM_THREADS=%d is more than %d per core: this process may "
-                "use %d core(s), so at most %d threads (more only take turns)\n",
-                omp_get_max_threads(), THREADS_PER_CORE_MAX, omp_get_num_procs(),
-                THREADS_PER_CORE_MAX * omp_get_num_procs());
+    if (!poisson_threads_ok("iccg_c"))
         return 2;
-    }
-    const problem pr = read_input(path);
+    /* the CRS arrays hold up to 7 N entries, N = NX NY NZ */
+    const poisson_problem pr = poisson_read_input("iccg_c", path, 7);
     const int n = pr.nx * pr.ny * pr.nz;
-    const int nnz = 2 * ((pr.nx - 1) * pr.ny * pr.nz + pr.nx * (pr.ny - 1) * pr.nz
-                         + pr.nx * pr.ny * (pr.nz - 1));
+    const int nnz = poisson_nnz(&pr);
     const int nl = nnz / 2;                               /* entries of each triangle */
     double *d = checked_malloc(n, sizeof(double)), *b = checked_malloc(n, sizeof(double));
     int *index = checked_malloc(n + 1L, sizeof(int)), *item = checked_malloc(nnz, sizeof(int));
@@ -186,21 +142,21 @@ int main(int argc, char **argv)
         return 1;
     }
     if (ic0_transpose(n, lower_ptr, lower_col, fac_lower, upper_ptr, fac_upper) < 0)
-        checked_malloc(-1L, (size_t)-1);
+        poisson_out_of_memory("iccg_c", NULL);
     double *x = checked_malloc(n, sizeof(double));
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
         x[i] = 0.0;
     double t2 = omp_get_wtime();
 
-    const int max_iter = 10L * n <= INT_MAX ? 10 * n : INT_MAX;
+    const int max_iter = poisson_max_iter(n);
     double relres = 0.0;
     const int iters = iccg(n, ncolor, color_ptr, diag, lower_ptr, lower_col, lower_val, upper_ptr,
                            upper_col, upper_val, fac_diag, fac_lower, fac_upper, bn, x, pr.eps,
                            max_iter, &relres);
     double t3 = omp_get_wtime();
     if (iters < 0)
-        checked_malloc(-1L, (size_t)-1);
+        poisson_out_of_memory("iccg_c", NULL);
 
     int imax = 0;                  /* phi in the original numbering: phi[old] = x[iperm[old]] */
     double sum = 0.0;

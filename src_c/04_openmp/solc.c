@@ -12,85 +12,25 @@
  * ELL, in parallel. The threads: OMP_NUM_THREADS. Prints a summary with phi's largest value and
  * the sum of phi (a checksum to compare versions, thread counts and languages). Exit status: 0
  * converged, 1 not converged (or out of memory), 2 bad input, command line or thread count. */
-#include <limits.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "course.h"
-#include "input.h"
+#include "poisson_input.h"
 
 static const char *const VERSIONS[4] = {"v0", "v1", "v2", "v3"};
-/* at most this many threads per core (the OpenMP runtime itself crashes when asked for tens of
- * thousands; beyond the cores, threads only take turns); the same limit as course.problems */
-#define THREADS_PER_CORE_MAX 16
 
-typedef struct {
-    int nx, ny, nz;
-    double dx, dy, dz, eps;
-} problem;
-
-static problem read_input(const char *path)
+/* malloc, or solc's out-of-memory line (with NX NY NZ) and exit status 1 */
+static void *checked_malloc(const poisson_problem *p, long count, size_t size)
 {
-    problem p;
-    input_file in;
-    int cells[3];
-    double size[3];
-    input_open(&in, "solc", path);
-    input_ints(&in, 3, cells, "NX NY NZ: number of cells");
-    input_require_positive(&in, cells[0], "NX");
-    input_require_positive(&in, cells[1], "NY");
-    input_require_positive(&in, cells[2], "NZ");
-    /* the ELL arrays hold 6 N entries, N = NX NY NZ (in floating point: no overflow here) */
-    if (6.0 * cells[0] * cells[1] * cells[2] > INT_MAX)
-        input_fail(&in, "mesh too large: 6 NX NY NZ is more than %d", INT_MAX);
-    input_reals(&in, 3, size, "DX DY DZ: cell size");
-    input_require_positive(&in, size[0], "DX");
-    input_require_positive(&in, size[1], "DY");
-    input_require_positive(&in, size[2], "DZ");
-    input_reals(&in, 1, &p.eps, "EPSICCG: CG tolerance");
-    input_require_positive(&in, p.eps, "EPSICCG");
-    input_close(&in);
-    p.nx = cells[0], p.ny = cells[1], p.nz = cells[2];
-    p.dx = size[0], p.dy = size[1], p.dz = size[2];
-    return p;
-}
-
-/* OMP_NUM_THREADS within THREADS_PER_CORE_MAX per core of those this process may use (its
- * affinity mask, as omp_get_num_procs counts them), or a one-line error and exit status 2 */
-static void check_threads(void)
-{
-    const int cores = omp_get_num_procs(), threads = omp_get_max_threads();
-    if (threads > THREADS_PER_CORE_MAX * cores) {
-        fprintf(stderr, "solc: OMP_NUM_THREADS=%d is more than %d per core: this process may use "
-                "%d core(s), so at most %d threads (more only take turns)\n", threads,
-                THREADS_PER_CORE_MAX, cores, THREADS_PER_CORE_MAX * cores);
-        exit(2);
-    }
-}
-
-static void out_of_memory(const problem *p)
-{
-    fprintf(stderr, "solc: out of memory for NX NY NZ = %d %d %d\n", p->nx, p->ny, p->nz);
-    exit(1);
-}
-
-static void *checked_malloc(const problem *p, long count, size_t size)
-{
-    void *mem = malloc((size_t)count * size);
-    if (mem == NULL)
-        out_of_memory(p);
-    return mem;
+    return poisson_malloc("solc", p, count, size);
 }
 
 int main(int argc, char **argv)
 {
-    if (argc > 3) {
-        fprintf(stderr, "usage: %s [INPUT.DAT] [v0|v1|v2|v3]\n", argv[0]);
-        return 2;
-    }
-    const char *path = argc > 1 ? argv[1] : "INPUT.DAT";
+    const char *path = poisson_input_path(argc, argv, "[v0|v1|v2|v3]");
     const char *name = argc > 2 ? argv[2] : "v3";
     int version = -1;
     for (int v = 0; v < 4; v++)
@@ -100,11 +40,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "solc: unknown version '%s' (expected v0, v1, v2 or v3)\n", name);
         return 2;
     }
-    check_threads();
-    const problem p = read_input(path);
+    if (!poisson_threads_ok("solc"))
+        return 2;
+    /* the ELL arrays hold 6 N entries, N = NX NY NZ */
+    const poisson_problem p = poisson_read_input("solc", path, 6);
     const int n = p.nx * p.ny * p.nz;
-    const int nnz = 2 * ((p.nx - 1) * p.ny * p.nz + p.nx * (p.ny - 1) * p.nz
-                         + p.nx * p.ny * (p.nz - 1));
+    const int nnz = poisson_nnz(&p);
     const int parallel = version > 0, ell = version >= 2;
 
     /* malloc'ed, not calloc'ed: the generator (and the loop below) touch the pages first */
@@ -131,7 +72,7 @@ int main(int argc, char **argv)
         phi[i] = 0.0;
     double t1 = omp_get_wtime();
 
-    const int max_iter = 10L * n <= INT_MAX ? 10 * n : INT_MAX;  /* 10 N, if it fits */
+    const int max_iter = poisson_max_iter(n);
     double relres = 0.0;
     int iters;
     switch (version) {
@@ -150,7 +91,7 @@ int main(int argc, char **argv)
     }
     double t2 = omp_get_wtime();
     if (iters < 0)
-        out_of_memory(&p);
+        poisson_out_of_memory("solc", &p);
 
     int imax = 0;                                        /* the first cell with the largest phi */
     double sum = 0.0;

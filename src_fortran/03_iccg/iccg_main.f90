@@ -12,56 +12,60 @@
 ! (cells numbered from 0 in the output, as in C). Exit status: 0 converged, 1 not converged (or out
 ! of memory, or IC(0) broke down), 2 bad input or command line.
 program iccg_f
-    use, intrinsic :: iso_fortran_env, only: error_unit, output_unit, int64
+    use, intrinsic :: iso_fortran_env, only: error_unit, output_unit
     use, intrinsic :: iso_c_binding, only: c_int, c_double
-    use omp_lib, only: omp_get_wtime, omp_get_max_threads, omp_get_num_procs
+    use omp_lib, only: omp_get_wtime, omp_get_max_threads
     use course_poisson, only: poi_gen_crs
     use course_ordering, only: cuthill_mckee, wavefronts, multicolor, cyclic_colors, &
                                color_permutation
     use course_ic0, only: ic0_factor, ic0_transpose, iccg
-    use course_input, only: input_file, input_open, input_close, input_ints, input_reals, &
-                            input_require_positive, input_fail, parse_int
+    use course_input, only: parse_int
+    use course_poisson_input, only: poisson_problem, poisson_input_path, poisson_argument, &
+                                    poisson_read_input, poisson_nnz, poisson_max_iter, &
+                                    poisson_threads_ok, poisson_out_of_memory
     use course_cformat, only: c_d, c_e
     implicit none
     integer, parameter :: dp = c_double
-    integer, parameter :: THREADS_PER_CORE_MAX = 16      ! as iccg_c, solf and course.problems
 
     character(len=:), allocatable :: input_path, name, status_text
-    integer(c_int) :: cells(3), ncolortot, n, nnz, nl, ncolor, i, k, old, j, nlow, nup, pos
+    integer(c_int) :: ncolortot, n, nnz, nl, ncolor, i, k, old, j, nlow, nup, pos
     integer(c_int) :: incompatible, status, max_iter, iters, imax
     integer :: alloc_stat
-    real(dp) :: size(3), eps, relres, total, t0, t1, t2, t3, per_iteration
+    real(dp) :: relres, total, t0, t1, t2, t3, per_iteration
+    type(poisson_problem) :: pr
     real(dp), allocatable :: d(:), b(:), amat(:), diag(:), bn(:), lower_val(:), upper_val(:)
     real(dp), allocatable :: fac_diag(:), fac_lower(:), fac_upper(:), x(:)
     integer(c_int), allocatable :: index(:), item(:), perm(:), iperm(:), color_ptr(:)
     integer(c_int), allocatable :: lower_ptr(:), upper_ptr(:), lower_col(:), upper_col(:)
 
     call read_arguments()
-    call check_threads()
-    call read_input(input_path)
+    if (.not. poisson_threads_ok('iccg_f')) then
+        deallocate(input_path)
+        stop 2, quiet=.true.
+    end if
+    ! the CRS arrays hold up to 7 N entries, N = NX NY NZ
+    pr = poisson_read_input('iccg_f', input_path, 7)
     deallocate(input_path)
-    n = cells(1) * cells(2) * cells(3)
-    nnz = 2 * ((cells(1) - 1) * cells(2) * cells(3) + cells(1) * (cells(2) - 1) * cells(3) &
-               + cells(1) * cells(2) * (cells(3) - 1))
+    n = pr%nx * pr%ny * pr%nz
+    nnz = poisson_nnz(pr)
     nl = nnz / 2                                         ! entries of each triangle
     allocate(d(n), b(n), index(n + 1), item(max(nnz, 1)), amat(max(nnz, 1)), stat=alloc_stat)
-    if (alloc_stat /= 0) call out_of_memory()
+    if (alloc_stat /= 0) call poisson_out_of_memory('iccg_f')
 
     t0 = omp_get_wtime()
-    call poi_gen_crs(cells(1), cells(2), cells(3), size(1), size(2), size(3), 1, d, index, item, &
-                     amat, b)
+    call poi_gen_crs(pr%nx, pr%ny, pr%nz, pr%dx, pr%dy, pr%dz, 1, d, index, item, amat, b)
     t1 = omp_get_wtime()
 
     ! the ordering, then A, b in the new numbering split into D, L_A, U_A (columns rising)
     allocate(perm(n), iperm(n), stat=alloc_stat)
-    if (alloc_stat /= 0) call out_of_memory()
+    if (alloc_stat /= 0) call poisson_out_of_memory('iccg_f')
     call make_ordering()
     do i = 1, n
         iperm(perm(i)) = i
     end do
     allocate(diag(n), bn(n), lower_ptr(n + 1), upper_ptr(n + 1), lower_col(max(nl, 1)), &
              upper_col(max(nl, 1)), lower_val(max(nl, 1)), upper_val(max(nl, 1)), stat=alloc_stat)
-    if (alloc_stat /= 0) call out_of_memory()
+    if (alloc_stat /= 0) call poisson_out_of_memory('iccg_f')
     lower_ptr(1) = 1
     upper_ptr(1) = 1
     incompatible = 0
@@ -102,14 +106,14 @@ program iccg_f
         if (nlow == lower_ptr(i)) incompatible = incompatible + 1
     end do
     allocate(fac_diag(n), fac_lower(max(nl, 1)), fac_upper(max(nl, 1)), x(n), stat=alloc_stat)
-    if (alloc_stat /= 0) call out_of_memory()
+    if (alloc_stat /= 0) call poisson_out_of_memory('iccg_f')
     status = ic0_factor(n, lower_ptr, lower_col, lower_val, diag, fac_lower, fac_diag)
     if (status < 0) then
         write(error_unit, '(a)') 'iccg_f: IC(0) broke down at row ' // c_d(-status - 1)
         stop 1, quiet=.true.
     end if
     if (ic0_transpose(n, lower_ptr, lower_col, fac_lower, upper_ptr, fac_upper) < 0) &
-        call out_of_memory()
+        call poisson_out_of_memory('iccg_f')
     !$omp parallel do schedule(static)
     do i = 1, n
         x(i) = 0.0_dp
@@ -117,16 +121,13 @@ program iccg_f
     !$omp end parallel do
     t2 = omp_get_wtime()
 
-    if (10_int64 * n <= huge(n)) then                    ! 10 N, if it fits
-        max_iter = 10 * n
-    else
-        max_iter = huge(n)
-    end if
+    max_iter = poisson_max_iter(n)
     relres = 0.0_dp
     iters = iccg(n, ncolor, color_ptr, diag, lower_ptr, lower_col, lower_val, upper_ptr, &
-                 upper_col, upper_val, fac_diag, fac_lower, fac_upper, bn, x, eps, max_iter, relres)
+                 upper_col, upper_val, fac_diag, fac_lower, fac_upper, bn, x, pr%eps, max_iter, &
+                 relres)
     t3 = omp_get_wtime()
-    if (iters < 0) call out_of_memory()
+    if (iters < 0) call poisson_out_of_memory('iccg_f')
 
     imax = 1                       ! phi in the original numbering: phi(old) = x(iperm(old))
     total = 0.0_dp
@@ -134,15 +135,15 @@ program iccg_f
         if (x(iperm(i)) > x(iperm(imax))) imax = i
         total = total + x(iperm(i))
     end do
-    if (relres <= eps) then
+    if (relres <= pr%eps) then
         status_text = 'converged'
     else
         status_text = 'NOT converged'
     end if
     per_iteration = 0.0_dp
     if (iters > 0) per_iteration = (t3 - t2) / iters
-    write(output_unit, '(a)') 'iccg (Fortran): ' // c_d(cells(1)) // ' x ' // c_d(cells(2)) // &
-        ' x ' // c_d(cells(3)) // ' cells, N = ' // c_d(n)
+    write(output_unit, '(a)') 'iccg (Fortran): ' // c_d(pr%nx) // ' x ' // c_d(pr%ny) // &
+        ' x ' // c_d(pr%nz) // ' cells, N = ' // c_d(n)
     write(output_unit, '(a)') '  ordering ' // name // ', NCOLORtot ' // c_d(ncolortot) // &
         ', colors ' // c_d(ncolor) // ', incompatible nodes ' // c_d(incompatible) // &
         ', threads ' // c_d(omp_get_max_threads())
@@ -158,7 +159,7 @@ program iccg_f
     deallocate(lower_col, upper_col, lower_val, upper_val, fac_diag, fac_lower, fac_upper, x)
     deallocate(name)
     deallocate(status_text)
-    if (relres > eps) stop 1, quiet=.true.
+    if (relres > pr%eps) stop 1, quiet=.true.
 
 contains
 
@@ -166,29 +167,13 @@ contains
     ! one-line error and exit status 2 for more than two arguments or a NCOLORtot that is not an
     ! integer (like C's strtol: blanks before the number are allowed, nothing after it)
     subroutine read_arguments()
-        integer :: arg_len, first
-        character(len=:), allocatable :: prog, word
+        integer :: first
+        character(len=:), allocatable :: word
 
-        if (command_argument_count() > 2) then
-            call get_command_argument(0, length=arg_len)
-            allocate(character(len=arg_len) :: prog)
-            call get_command_argument(0, prog)
-            write(error_unit, '(a)') 'usage: ' // prog // ' [INPUT.DAT] [NCOLORtot]'
-            deallocate(prog)        ! STOP would leave it allocated (a leak for LeakSanitizer)
-            stop 2, quiet=.true.
-        end if
-        if (command_argument_count() >= 1) then
-            call get_command_argument(1, length=arg_len)
-            allocate(character(len=arg_len) :: input_path)
-            call get_command_argument(1, input_path)
-        else
-            input_path = 'INPUT.DAT'
-        end if
+        call poisson_input_path('[NCOLORtot]', input_path)
         ncolortot = 1
         if (command_argument_count() == 2) then
-            call get_command_argument(2, length=arg_len)
-            allocate(character(len=arg_len) :: word)
-            call get_command_argument(2, word)
+            word = poisson_argument(2)
             first = verify(word, ' ' // achar(9) // achar(10) // achar(11) // achar(12) // &
                                  achar(13))      ! the first character that is not a blank
             if (first == 0) first = len(word) + 1
@@ -202,46 +187,6 @@ contains
         end if
     end subroutine read_arguments
 
-    subroutine read_input(path)
-        character(len=*), intent(in) :: path
-        type(input_file) :: in
-        real(dp) :: one(1)
-
-        call input_open(in, 'iccg_f', path)
-        call input_ints(in, cells, 'NX NY NZ: number of cells')
-        call input_require_positive(in, real(cells(1), dp), 'NX')
-        call input_require_positive(in, real(cells(2), dp), 'NY')
-        call input_require_positive(in, real(cells(3), dp), 'NZ')
-        ! the CRS arrays hold up to 7 N entries, N = NX NY NZ (in floating point: no overflow here)
-        if (7.0_dp * cells(1) * cells(2) * cells(3) > huge(1_c_int)) &
-            call input_fail(in, 'mesh too large: 7 NX NY NZ is more than ' // c_d(huge(1_c_int)))
-        call input_reals(in, size, 'DX DY DZ: cell size')
-        call input_require_positive(in, size(1), 'DX')
-        call input_require_positive(in, size(2), 'DY')
-        call input_require_positive(in, size(3), 'DZ')
-        call input_reals(in, one, 'EPSICCG: CG tolerance')
-        call input_require_positive(in, one(1), 'EPSICCG')
-        eps = one(1)
-        call input_close(in)
-    end subroutine read_input
-
-    ! OMP_NUM_THREADS within THREADS_PER_CORE_MAX per core of those this process may use, or a
-    ! one-line error and exit status 2
-    subroutine check_threads()
-        integer :: cores, threads
-
-        cores = omp_get_num_procs()
-        threads = omp_get_max_threads()
-        if (threads > THREADS_PER_CORE_MAX * cores) then
-            write(error_unit, '(a)') 'iccg_f: OMP_NUM_THREADS=' // c_d(threads) // &
-                ' is more than ' // c_d(THREADS_PER_CORE_MAX) // ' per core: this process may ' &
-                // 'use ' // c_d(cores) // ' core(s), so at most ' // &
-                c_d(THREADS_PER_CORE_MAX * cores) // ' threads (more only take turns)'
-            deallocate(input_path)
-            stop 2, quiet=.true.
-        end if
-    end subroutine check_threads
-
     ! The ordering of NCOLORtot on the graph (index, item): perm(new) = old, ncolor, color_ptr and
     ! the name. Levels and colors number from 1 (src_fortran/03_iccg/ordering.f90).
     subroutine make_ordering()
@@ -249,7 +194,7 @@ contains
         integer(c_int) :: v, max_level
 
         allocate(color(n), within(n), level(n), stat=alloc_stat)
-        if (alloc_stat /= 0) call out_of_memory()
+        if (alloc_stat /= 0) call poisson_out_of_memory('iccg_f')
         if (ncolortot == 1) then                         ! natural: one sequential sweep
             name = 'natural'
             do v = 1, n
@@ -265,7 +210,7 @@ contains
             ncolor = multicolor(n, index, item, ncolortot, color)
         else
             allocate(cm(n), stat=alloc_stat)
-            if (alloc_stat /= 0) call out_of_memory()
+            if (alloc_stat /= 0) call poisson_out_of_memory('iccg_f')
             call cuthill_mckee(n, index, item, cm, level)
             max_level = 0
             do v = 1, n
@@ -291,18 +236,13 @@ contains
                     level(v) = max_level - level(v) + 1
                 end do
                 ncolor = cyclic_colors(n, index, item, within, level, -ncolortot, color)
-                if (ncolor < 0) call out_of_memory()
+                if (ncolor < 0) call poisson_out_of_memory('iccg_f')
             end if
         end if
         allocate(color_ptr(ncolor + 1), stat=alloc_stat)
-        if (alloc_stat /= 0) call out_of_memory()
+        if (alloc_stat /= 0) call poisson_out_of_memory('iccg_f')
         call color_permutation(n, ncolor, color, within, perm, color_ptr)
         deallocate(color, within, level)
     end subroutine make_ordering
-
-    subroutine out_of_memory()
-        write(error_unit, '(a)') 'iccg_f: out of memory'
-        stop 1, quiet=.true.
-    end subroutine out_of_memory
 
 end program iccg_f

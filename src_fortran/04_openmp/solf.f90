@@ -13,25 +13,24 @@
 ! the sum of phi (a checksum to compare versions, thread counts and languages). Exit status: 0
 ! converged, 1 not converged (or out of memory), 2 bad input, command line or thread count.
 program solf
-    use, intrinsic :: iso_fortran_env, only: error_unit, output_unit, int64
+    use, intrinsic :: iso_fortran_env, only: error_unit, output_unit
     use, intrinsic :: iso_c_binding, only: c_int, c_double
-    use omp_lib, only: omp_get_wtime, omp_get_max_threads, omp_get_num_procs
+    use omp_lib, only: omp_get_wtime, omp_get_max_threads
     use course_poisson, only: poi_gen_crs, poi_gen_ell
     use course_pcg_ladder, only: pcg_v0, pcg_v1, pcg_v2, pcg_v3
-    use course_input, only: input_file, input_open, input_close, input_ints, input_reals, &
-                            input_require_positive, input_fail
+    use course_poisson_input, only: poisson_problem, poisson_input_path, poisson_argument, &
+                                    poisson_read_input, poisson_nnz, poisson_max_iter, &
+                                    poisson_threads_ok, poisson_out_of_memory
     use course_cformat, only: c_d, c_e
     implicit none
     integer, parameter :: dp = c_double
     character(len=2), parameter :: VERSIONS(0:3) = ['v0', 'v1', 'v2', 'v3']
-    ! at most this many threads per core (the OpenMP runtime itself crashes when asked for tens of
-    ! thousands; beyond the cores, threads only take turns); the same limit as course.problems
-    integer, parameter :: THREADS_PER_CORE_MAX = 16
 
     character(len=:), allocatable :: input_path, name, format_text, status_text
     integer :: version, v, exit_status, alloc_stat
-    integer(c_int) :: cells(3), n, nnz, max_iter, iters, parallel, i, imax
-    real(dp) :: size(3), eps, relres, total, t0, t1, t2
+    integer(c_int) :: n, nnz, max_iter, iters, parallel, i, imax
+    real(dp) :: relres, total, t0, t1, t2
+    type(poisson_problem) :: pr
     real(dp), allocatable :: d(:), b(:), phi(:), amat(:)
     integer(c_int), allocatable :: index(:), item(:)
     logical :: ell
@@ -47,12 +46,15 @@ program solf
         deallocate(input_path, name)
         stop 2, quiet=.true.
     end if
-    call check_threads()
-    call read_input(input_path)
+    if (.not. poisson_threads_ok('solf')) then
+        deallocate(input_path, name)
+        stop 2, quiet=.true.
+    end if
+    ! the ELL arrays hold 6 N entries, N = NX NY NZ
+    pr = poisson_read_input('solf', input_path, 6)
     deallocate(input_path)          ! main-program variables are never freed automatically
-    n = cells(1) * cells(2) * cells(3)
-    nnz = 2 * ((cells(1) - 1) * cells(2) * cells(3) + cells(1) * (cells(2) - 1) * cells(3) &
-               + cells(1) * cells(2) * (cells(3) - 1))
+    n = pr%nx * pr%ny * pr%nz
+    nnz = poisson_nnz(pr)
     parallel = merge(1, 0, version > 0)
     ell = version >= 2
 
@@ -62,15 +64,14 @@ program solf
     else
         allocate(d(n), b(n), phi(n), index(n + 1), item(nnz), amat(nnz), stat=alloc_stat)
     end if
-    if (alloc_stat /= 0) call out_of_memory()
+    if (alloc_stat /= 0) call poisson_out_of_memory('solf', pr)
 
     t0 = omp_get_wtime()
     if (ell) then
-        call poi_gen_ell(cells(1), cells(2), cells(3), size(1), size(2), size(3), parallel, d, &
-                         item, amat, b)
+        call poi_gen_ell(pr%nx, pr%ny, pr%nz, pr%dx, pr%dy, pr%dz, parallel, d, item, amat, b)
     else
-        call poi_gen_crs(cells(1), cells(2), cells(3), size(1), size(2), size(3), parallel, d, &
-                         index, item, amat, b)
+        call poi_gen_crs(pr%nx, pr%ny, pr%nz, pr%dx, pr%dy, pr%dz, parallel, d, index, item, &
+                         amat, b)
     end if
     !$omp parallel do schedule(static) if (parallel /= 0)
     do i = 1, n                                          ! initial guess 0
@@ -79,24 +80,20 @@ program solf
     !$omp end parallel do
     t1 = omp_get_wtime()
 
-    if (10_int64 * n <= huge(n)) then                    ! 10 N, if it fits
-        max_iter = 10 * n
-    else
-        max_iter = huge(n)
-    end if
+    max_iter = poisson_max_iter(n)
     relres = 0.0_dp
     select case (version)
     case (0)
-        iters = pcg_v0(n, d, index, item, amat, b, phi, eps, max_iter, relres)
+        iters = pcg_v0(n, d, index, item, amat, b, phi, pr%eps, max_iter, relres)
     case (1)
-        iters = pcg_v1(n, d, index, item, amat, b, phi, eps, max_iter, relres)
+        iters = pcg_v1(n, d, index, item, amat, b, phi, pr%eps, max_iter, relres)
     case (2)
-        iters = pcg_v2(n, d, item, amat, b, phi, eps, max_iter, relres)
+        iters = pcg_v2(n, d, item, amat, b, phi, pr%eps, max_iter, relres)
     case default
-        iters = pcg_v3(n, d, item, amat, b, phi, eps, max_iter, relres)
+        iters = pcg_v3(n, d, item, amat, b, phi, pr%eps, max_iter, relres)
     end select
     t2 = omp_get_wtime()
-    if (iters < 0) call out_of_memory()
+    if (iters < 0) call poisson_out_of_memory('solf', pr)
 
     imax = 1                                             ! the first cell with the largest phi
     total = 0.0_dp
@@ -109,15 +106,15 @@ program solf
     else
         format_text = 'CRS'
     end if
-    if (relres <= eps) then
+    if (relres <= pr%eps) then
         status_text = 'converged'
         exit_status = 0
     else
         status_text = 'NOT converged'
         exit_status = 1
     end if
-    write(output_unit, '(a)') 'sol (Fortran): ' // c_d(cells(1)) // ' x ' // c_d(cells(2)) // &
-        ' x ' // c_d(cells(3)) // ' cells, N = ' // c_d(n) // ', ' // c_d(nnz) // &
+    write(output_unit, '(a)') 'sol (Fortran): ' // c_d(pr%nx) // ' x ' // c_d(pr%ny) // &
+        ' x ' // c_d(pr%nz) // ' cells, N = ' // c_d(n) // ', ' // c_d(nnz) // &
         ' off-diagonal nonzeros in ' // format_text
     write(output_unit, '(a)') '  version ' // VERSIONS(version) // ', threads ' // &
         c_d(omp_get_max_threads())
@@ -126,8 +123,8 @@ program solf
     write(output_unit, '(a)') '  time: generate ' // c_e(t1 - t0, 3) // ' s, solve ' // &
         c_e(t2 - t1, 3) // ' s'
     write(output_unit, '(a)') '  phi(max) = ' // c_e(phi(imax), 15) // ' at cell ' // &
-        c_d(imax - 1) // ' (i j k = ' // c_d(mod(imax - 1, cells(1))) // ' ' // &
-        c_d(mod((imax - 1) / cells(1), cells(2))) // ' ' // c_d((imax - 1) / (cells(1) * cells(2))) &
+        c_d(imax - 1) // ' (i j k = ' // c_d(mod(imax - 1, pr%nx)) // ' ' // &
+        c_d(mod((imax - 1) / pr%nx, pr%ny)) // ' ' // c_d((imax - 1) / (pr%nx * pr%ny)) &
         // ')'
     write(output_unit, '(a)') '  phi(checksum) = ' // c_e(total, 15)
     deallocate(d, b, phi, item, amat, name, format_text, status_text)
@@ -139,77 +136,12 @@ contains
     ! INPUT.DAT and the version from the command line (defaults INPUT.DAT, v3); a usage line and
     ! exit 2 for more than two arguments
     subroutine read_arguments()
-        integer :: arg_len
-        character(len=:), allocatable :: prog
-
-        if (command_argument_count() > 2) then
-            call get_command_argument(0, length=arg_len)
-            allocate(character(len=arg_len) :: prog)
-            call get_command_argument(0, prog)
-            write(error_unit, '(a)') 'usage: ' // prog // ' [INPUT.DAT] [v0|v1|v2|v3]'
-            deallocate(prog)        ! STOP would leave it allocated (a leak for LeakSanitizer)
-            stop 2, quiet=.true.
-        end if
-        if (command_argument_count() >= 1) then
-            call get_command_argument(1, length=arg_len)
-            allocate(character(len=arg_len) :: input_path)
-            call get_command_argument(1, input_path)
-        else
-            input_path = 'INPUT.DAT'
-        end if
+        call poisson_input_path('[v0|v1|v2|v3]', input_path)
         if (command_argument_count() == 2) then
-            call get_command_argument(2, length=arg_len)
-            allocate(character(len=arg_len) :: name)
-            call get_command_argument(2, name)
+            name = poisson_argument(2)
         else
             name = 'v3'
         end if
     end subroutine read_arguments
-
-    subroutine read_input(path)
-        character(len=*), intent(in) :: path
-        type(input_file) :: in
-        real(dp) :: one(1)
-
-        call input_open(in, 'solf', path)
-        call input_ints(in, cells, 'NX NY NZ: number of cells')
-        call input_require_positive(in, real(cells(1), dp), 'NX')
-        call input_require_positive(in, real(cells(2), dp), 'NY')
-        call input_require_positive(in, real(cells(3), dp), 'NZ')
-        ! the ELL arrays hold 6 N entries, N = NX NY NZ (in floating point: no overflow here)
-        if (6.0_dp * cells(1) * cells(2) * cells(3) > huge(1_c_int)) &
-            call input_fail(in, 'mesh too large: 6 NX NY NZ is more than ' // c_d(huge(1_c_int)))
-        call input_reals(in, size, 'DX DY DZ: cell size')
-        call input_require_positive(in, size(1), 'DX')
-        call input_require_positive(in, size(2), 'DY')
-        call input_require_positive(in, size(3), 'DZ')
-        call input_reals(in, one, 'EPSICCG: CG tolerance')
-        call input_require_positive(in, one(1), 'EPSICCG')
-        eps = one(1)
-        call input_close(in)
-    end subroutine read_input
-
-    ! OMP_NUM_THREADS within THREADS_PER_CORE_MAX per core of those this process may use (its
-    ! affinity mask, as omp_get_num_procs counts them), or a one-line error and exit status 2
-    subroutine check_threads()
-        integer :: cores, threads
-
-        cores = omp_get_num_procs()
-        threads = omp_get_max_threads()
-        if (threads > THREADS_PER_CORE_MAX * cores) then
-            write(error_unit, '(a)') 'solf: OMP_NUM_THREADS=' // c_d(threads) // ' is more than ' &
-                // c_d(THREADS_PER_CORE_MAX) // ' per core: this process may use ' // c_d(cores) &
-                // ' core(s), so at most ' // c_d(THREADS_PER_CORE_MAX * cores) &
-                // ' threads (more only take turns)'
-            deallocate(input_path, name)
-            stop 2, quiet=.true.
-        end if
-    end subroutine check_threads
-
-    subroutine out_of_memory()
-        write(error_unit, '(a)') 'solf: out of memory for NX NY NZ = ' // c_d(cells(1)) // ' ' // &
-                                 c_d(cells(2)) // ' ' // c_d(cells(3))
-        stop 1, quiet=.true.
-    end subroutine out_of_memory
 
 end program solf
