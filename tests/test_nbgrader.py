@@ -186,6 +186,119 @@ EXERCISES = {
                              "test_fem3d_assemble"]),
         },
     },
+    "03_iccg": {
+        "points": {"test_multicolor": 4, "test_ic0_apply": 4, "test_incompatible_nodes": 2},
+        # (not in multicolor: the ungraded part 4 runs it too, and would wait out a second timeout)
+        "endless_loop": ("incompatible_nodes", "    n = len(ptr) - 1\n",
+                         "    n = len(ptr) - 1\n    while True:\n        pass\n",
+                         "test_incompatible_nodes"),
+        "segfault": ("ic0_apply_c", "                z[i] = s / fac_diag[i];",
+                     "                z[i] = s / fac_diag[i];\n"
+                     "                *(volatile double *)0 = s;", "test_ic0_apply"),
+        "references": ("_multicolor", "_apply_numpy"),
+        "wrong": {
+            # neighbours not blocked (coupled unknowns share a color); the forward sweep over
+            # all rows at once, colors ignored (a race); the unknowns of color 0 counted only
+            "no_blocking": ([("multicolor", "                blocked[adj[ptr[v]:ptr[v + 1]]] = c\n",
+                              ""),
+                             ("ic0_apply_c", "        for (int c = 0; c < ncolor; c++) {"
+                              "            /* forward: the colors in order */\n"
+                              "#pragma omp for schedule(static)\n"
+                              "            for (int i = color_ptr[c]; i < color_ptr[c + 1]; i++) {",
+                              "        {\n#pragma omp for schedule(static)\n"
+                              "            for (int i = 0; i < n; i++) {"),
+                             ("incompatible_nodes", "    return int(n - has_earlier.sum())",
+                              "    return int(np.sum(color == 0))")],
+                            ["test_multicolor", "test_ic0_apply", "test_incompatible_nodes"]),
+            # no cap of ceil(n / K) (the target ignored); the colors shared among the threads
+            # instead of the rows of a color (a race across colors); "no neighbour in a LATER color"
+            "no_cap": ([("multicolor", "                if size == target:\n"
+                         "                    break\n", ""),
+                        ("ic0_apply_c", "        for (int c = 0; c < ncolor; c++) {            "
+                         "/* forward: the colors in order */\n#pragma omp for schedule(static)\n",
+                         "#pragma omp for schedule(static)\n        for (int c = 0; c < ncolor; "
+                         "c++) {            /* forward: the colors in order */\n"),
+                        ("incompatible_nodes", "color[adj] < color[rows]",
+                         "color[adj] > color[rows]")],
+                       ["test_multicolor", "test_ic0_apply", "test_incompatible_nodes"]),
+            # colors 1-based; a Fortran-style inclusive upper bound of a row in C
+            "one_based": ([("multicolor", "    return color\n", "    return color + 1\n"),
+                           ("ic0_apply_c", "k < lower_ptr[i + 1]; k++",
+                            "k <= lower_ptr[i + 1]; k++")],
+                          ["test_multicolor", "test_ic0_apply"]),
+            # the course's coloring and count called; a serial kernel (num_threads(1): right z)
+            "calls_reference": ([("multicolor", "    ### BEGIN SOLUTION\n",
+                                  "    ### BEGIN SOLUTION\n"
+                                  "    color = np.empty(n, dtype=np.int32)\n"
+                                  "    ordering._multicolor(ptr, adj, target_colors, color)\n"
+                                  "    return color\n"),
+                                 ("ic0_apply_c", "#pragma omp parallel\n",
+                                  "#pragma omp parallel num_threads(1)\n"),
+                                 ("incompatible_nodes", "    ### BEGIN SOLUTION\n",
+                                  "    ### BEGIN SOLUTION\n    return ordering.incompatible_nodes("
+                                  "ptr, adj, np.argsort(color, kind=\"stable\"))\n")],
+                                ["test_multicolor", "test_ic0_apply", "test_incompatible_nodes"]),
+            # K taken for the size of a color (n / K colors, beyond K + max degree); `nowait` on
+            # the forward loop (no barrier between two colors: a race that the values rarely
+            # show); unknowns without any neighbour left out of the count
+            "k_as_size": ([("multicolor", "    target = -(-n // target_colors)",
+                            "    target = target_colors"),
+                           ("ic0_apply_c", "#pragma omp for schedule(static)\n            for "
+                            "(int i = color_ptr[c]; i < color_ptr[c + 1]; i++) {\n"
+                            "                double s = r[i];",
+                            "#pragma omp for schedule(static) nowait\n            for "
+                            "(int i = color_ptr[c]; i < color_ptr[c + 1]; i++) {\n"
+                            "                double s = r[i];"),
+                           ("incompatible_nodes", "    return int(n - has_earlier.sum())",
+                            "    return int(np.unique(rows).size - has_earlier.sum())")],
+                          ["test_multicolor", "test_ic0_apply", "test_incompatible_nodes"]),
+            # one color per unknown (valid, n colors); the backward sweep in the forward order
+            "per_unknown": ([("multicolor", "    ### BEGIN SOLUTION\n",
+                              "    ### BEGIN SOLUTION\n    return np.arange(n)\n"),
+                             ("ic0_apply_c", "for (int c = ncolor - 1; c >= 0; c--) {       "
+                              "/* backward: the colors in reverse */",
+                              "for (int c = 0; c < ncolor; c++) {            /* backward */")],
+                            ["test_multicolor", "test_ic0_apply"]),
+            # the backward sweep without D^-1 (M taken as (D + L)(I + L^T))
+            "wrong_diagonal": ([("ic0_apply_c", "                z[i] -= s / fac_diag[i];",
+                                 "                z[i] -= s;")], ["test_ic0_apply"]),
+            # NOT wrong: another greedy coloring (first fit, last unknown first), a dynamic
+            # schedule with nowait and an explicit barrier, a count by loops: full marks
+            "different_but_right": ([("multicolor", "    ### BEGIN SOLUTION\n",
+                                      "    ### BEGIN SOLUTION\n"
+                                      "    cap = -(-n // target_colors)\n"
+                                      "    color = np.full(n, -1)\n"
+                                      "    sizes = []\n"
+                                      "    for v in range(n - 1, -1, -1):\n"
+                                      "        taken = set(color[adj[ptr[v]:ptr[v + 1]]])\n"
+                                      "        c = 0\n"
+                                      "        while c < len(sizes) and (c in taken or "
+                                      "sizes[c] == cap):\n"
+                                      "            c += 1\n"
+                                      "        if c == len(sizes):\n"
+                                      "            sizes.append(0)\n"
+                                      "        color[v] = c\n"
+                                      "        sizes[c] += 1\n"
+                                      "    return color\n"),
+                                     ("ic0_apply_c", "#pragma omp for schedule(static)\n            "
+                                      "for (int i = color_ptr[c]; i < color_ptr[c + 1]; i++) {\n"
+                                      "                double s = r[i];",
+                                      "#pragma omp for schedule(dynamic, 4) nowait\n            "
+                                      "for (int i = color_ptr[c]; i < color_ptr[c + 1]; i++) {\n"
+                                      "                double s = r[i];"),
+                                     ("ic0_apply_c", "            }                                "
+                                      "         /* implied barrier: color c is done */\n",
+                                      "            }\n#pragma omp barrier\n"),
+                                     ("incompatible_nodes", "    ### BEGIN SOLUTION\n",
+                                      "    ### BEGIN SOLUTION\n    count = 0\n"
+                                      "    for v in range(len(ptr) - 1):\n"
+                                      "        if not any(color[u] < color[v] for u in "
+                                      "adj[ptr[v]:ptr[v + 1]]):\n"
+                                      "            count += 1\n"
+                                      "    return count\n")],
+                                    []),
+        },
+    },
     "04_openmp": {
         "points": {"test_crs_to_ell": 3, "test_ell_matvec": 4, "test_race_free_cg": 3},
         "endless_loop": ("crs_to_ell", "for i in range(n):",
