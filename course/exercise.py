@@ -125,10 +125,11 @@ def references_blocked(*functions):
     """While the learner's code runs, these course functions raise ReferenceUsed, however the
     learner reached them: by module attribute (fem.fem1d_element), imported by name (from
     course.fem import fem1d_element), or as a method (sparse.ELL.from_crs). A submission that
-    returns the course's own answer then fails the check instead of scoring its points."""
+    returns the course's own answer then fails the check instead of scoring its points. So does
+    `reference` itself (and so course_versions): an unblocked copy is for the checks only."""
     saved = []
     try:
-        for function in functions:
+        for function in (*functions, reference):
             # a method's function; a Numba dispatcher's Python function (for its name)
             plain_function = getattr(function, "__func__", function)
             python_function = getattr(plain_function, "py_func", plain_function)

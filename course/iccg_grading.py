@@ -206,13 +206,12 @@ def coloring_problem(graph: Graph, target_colors: int, color) -> str | None:
 
 # --- the course's ordering code out of the learner's reach --------------------------------------
 
-# every function that would answer task 1: course.ordering's and course.native's colorings, the
-# colorings of this module, and exercise.reference (the door to unblocked copies)
+# every function that would answer task 1: course.ordering's and course.native's colorings and
+# the colorings of this module (references_blocked adds exercise.reference, the door to copies)
 _ORDERING_FUNCTIONS = (ordering.order, ordering._kernels, ordering._multicolor,
                        ordering._cyclic_colors, ordering._wavefronts, ordering._cuthill_mckee,
                        native.multicolor, native.cyclic_colors, native.wavefronts,
-                       course_multicolor, multicolor_first_fit_reversed, coloring,
-                       exercise.reference)
+                       course_multicolor, multicolor_first_fit_reversed, coloring)
 
 
 @contextlib.contextmanager

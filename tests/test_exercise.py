@@ -391,3 +391,28 @@ def test_a_wrong_fem3d_assemble_names_the_entry_in_the_learners_language(tmp_pat
     expected = r"rhs\(\d+\) is" if lang == "fortran" else r"rhs\[\d+\] is"
     assert re.search(expected, text), text
     assert "np.float64(" not in text, text
+
+
+def test_references_are_blocked_however_they_are_reached_and_restored_after():
+    """While a learner's answer runs, the course's reference raises by module attribute, by a
+    name imported earlier, as a classmethod, and through exercise.reference; afterwards (also
+    after an error inside) everything works again."""
+    from course import exercise, fem, sparse
+    from course.fem import fem1d_element
+
+    ways = {"attribute": lambda: fem.fem1d_element(1.0, 1.0, 0.0),
+            "imported name": lambda: fem1d_element(1.0, 1.0, 0.0),
+            "classmethod": lambda: sparse.ELL.from_crs(sparse.CRS(np.zeros(2, np.int32),
+                                                                  np.zeros(0, np.int32),
+                                                                  np.zeros(0)), 2),
+            "exercise.reference": lambda: exercise.reference(fem.fem1d_element)}
+    kept = exercise.course_versions("01_fem1d", "element_matrix")["element_matrix"]
+    with pytest.raises(RuntimeError):
+        with exercise.references_blocked(fem.fem1d_element, sparse.ELL.from_crs):
+            for way, call in ways.items():
+                with pytest.raises(exercise.ReferenceUsed):
+                    call()
+            assert np.allclose(kept(0.5, 1.0), [[2, -2], [-2, 2]])   # made before: works
+            raise RuntimeError("the learner's code fails inside")
+    for call in ways.values():
+        call()
