@@ -89,7 +89,10 @@ def mpi_env() -> dict[str, str]:
            # a rank waiting for a message gives its core to the others (oversubscribed runs)
            "OMPI_MCA_mpi_yield_when_idle": "1",
            # distributed-graph communicators: Open MPI 4.1's treematch component can hang
-           "OMPI_MCA_topo": "^treematch"}
+           "OMPI_MCA_topo": "^treematch",
+           # when a rank fails, end the others at once (Open MPI waits 1 s between SIGTERM and
+           # SIGKILL by default: a second lost by every job that stops on bad input)
+           "OMPI_MCA_odls_base_sigkill_timeout": "0"}
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return env

@@ -168,4 +168,4 @@ def test_bench_halo_smoke(tmp_path):
 
 def test_bench_halo_refuses_other_options():
     result = run([PYTHON, "-m", "course", "bench", "halo", "--threads", "2"], cwd=ROOT)
-    assert result.returncode == 2 and "--threads is for the openmp suite" in result.stderr
+    assert result.returncode == 2 and "--threads is for the openmp and iccg suites" in result.stderr

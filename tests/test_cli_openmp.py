@@ -223,4 +223,4 @@ def test_bench_openmp_refuses(args, words):
 
 def test_bench_threads_only_for_openmp():
     result = run_course("bench", "fem3d", "--threads", "2", timeout=60)
-    assert result.returncode == 2 and "openmp suite" in result.stderr
+    assert result.returncode == 2 and "openmp and iccg suites" in result.stderr
