@@ -32,12 +32,10 @@ from .. import toolchain
 SEED_OPENFOAM_BYTES = {1536: 3.6e6, 3072: 1.4e7, 6144: 5.7e7}
 
 
-def run_ranks(ranks: int, n: int, cg_n: int, partition: str, repeat: int, iterations: int,
-              steps: int, timeout: float = 900, suite: str = "halo") -> dict:
-    """The measurements of course.parallel.bench_rank on `ranks` MPI processes."""
-    cmd = ["mpiexec", "-n", str(ranks), sys.executable, "-m", "course.parallel.bench_rank",
-           "--suite", suite, "--n", str(n), "--cg-n", str(cg_n), "--partition", partition,
-           "--repeat", str(repeat), "--iterations", str(iterations), "--steps", str(steps)]
+def mpiexec_flat(suite: str, ranks: int, args: list[str], timeout: float):
+    """`mpiexec -n ranks ARGS` with one thread per rank, for benchmark `suite`; its completed
+    process, or RuntimeError (a timeout, or a failure with the end of its stderr)."""
+    cmd = ["mpiexec", "-n", str(ranks), *args]
     env = {**os.environ, **toolchain.mpi_env(), "OMP_NUM_THREADS": "1"}
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -48,6 +46,16 @@ def run_ranks(ranks: int, n: int, cg_n: int, partition: str, repeat: int, iterat
         tail = "\n".join(done.stderr.strip().splitlines()[-10:])
         raise RuntimeError(f"bench {suite}: {ranks} ranks failed (exit {done.returncode})\n"
                            f"{tail}")
+    return done
+
+
+def run_ranks(ranks: int, n: int, cg_n: int, partition: str, repeat: int, iterations: int,
+              steps: int, timeout: float = 900, suite: str = "halo") -> dict:
+    """The measurements of course.parallel.bench_rank on `ranks` MPI processes."""
+    done = mpiexec_flat(suite, ranks, [
+        sys.executable, "-m", "course.parallel.bench_rank", "--suite", suite, "--n", str(n),
+        "--cg-n", str(cg_n), "--partition", partition, "--repeat", str(repeat),
+        "--iterations", str(iterations), "--steps", str(steps)], timeout)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

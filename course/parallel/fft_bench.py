@@ -18,14 +18,13 @@ tests.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 
 from tqdm.auto import tqdm
 
 from .. import native, toolchain
+from .bench import mpiexec_flat
 from .fft import SEED003
 
 #: bytes per all-to-all message: 16 B .. 1 MiB, x4 apart
@@ -35,26 +34,12 @@ _C_TIMES = re.compile(r"best of \d+: total (\S+) s, fft (\S+) s, transpose (\S+)
 _C_ERROR = re.compile(r"max error (\S+)")
 
 
-def _mpiexec(ranks: int, args: list[str], timeout: float) -> subprocess.CompletedProcess:
-    cmd = ["mpiexec", "-n", str(ranks), *args]
-    env = {**os.environ, **toolchain.mpi_env(), "OMP_NUM_THREADS": "1"}
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"bench alltoall: {' '.join(cmd)} did not finish in {timeout:.0f} s") \
-            from None
-    if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-10:])
-        raise RuntimeError(f"bench alltoall: {ranks} ranks failed (exit {done.returncode})\n"
-                           f"{tail}")
-    return done
-
-
 def run_python(ranks: int, message_bytes, sizes, repeat: int, timeout: float = 600) -> dict:
     """course.parallel.fft_rank's measurements on `ranks` processes."""
-    done = _mpiexec(ranks, [sys.executable, "-m", "course.parallel.fft_rank", "bench",
-                            "--message-bytes", *map(str, message_bytes),
-                            "--sizes", *map(str, sizes), "--repeat", str(repeat)], timeout)
+    done = mpiexec_flat("alltoall", ranks, [
+        sys.executable, "-m", "course.parallel.fft_rank", "bench",
+        "--message-bytes", *map(str, message_bytes), "--sizes", *map(str, sizes),
+        "--repeat", str(repeat)], timeout)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -66,7 +51,7 @@ def c_program():
 
 def run_c(ranks: int, n: int, repeat: int, timeout: float = 300) -> dict:
     """pencil_fft_c N on `ranks` processes: its phases (the best of `repeat`) and its error."""
-    done = _mpiexec(ranks, [str(c_program()), str(n), str(repeat)], timeout)
+    done = mpiexec_flat("alltoall", ranks, [str(c_program()), str(n), str(repeat)], timeout)
     times, error = _C_TIMES.search(done.stdout), _C_ERROR.search(done.stdout)
     if times is None or error is None:
         raise RuntimeError(f"bench alltoall: unexpected output of pencil_fft_c:\n{done.stdout}")
