@@ -225,10 +225,11 @@ def bench_iccg(sizes=(32,), langs=("c", "fortran", "numba"), threads=None, repea
                 ap = ordering.permute(a, order.perm)
                 bp = problem.b[order.perm]
                 nbytes = iteration_bytes(ap)
+                parts = ic.split(ap)
                 for lang in langs:
-                    factor = ic.ic0(ic.split(ap), lang)
-                    solve = (lambda: ic.iccg(ap, bp, order.color_ptr, lang, 1e-8,  # noqa: E731
-                                             factor=factor))
+                    factor = ic.ic0(parts, lang)
+                    solve = (lambda: ic.iccg(parts, bp, order.color_ptr, lang,  # noqa: E731
+                                             1e-8, factor=factor))
                     res = solve()
                     seconds = best_of(solve, repeat) / max(res.iterations, 1)
                     results["runs"].append({

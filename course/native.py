@@ -201,7 +201,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "color_permutation": (None, [_c_int, _c_int] + [_ptr] * 4),
         "ic0_factor": (_c_int, [_c_int] + [_ptr] * 6),
         "ic0_transpose": (_c_int, [_c_int] + [_ptr] * 5),
-        "ic0_apply": (None, [_c_int, _c_int] + [_ptr] * 10),
+        "ic0_apply": (_c_int, [_c_int, _c_int] + [_ptr] * 10),
         "iccg": (_c_int, [_c_int, _c_int] + [_ptr] * 13 + [_c_double, _c_int, _ptr]),
     }
     for name, (restype, argtypes) in signatures.items():
@@ -1014,8 +1014,9 @@ def ic0_apply(lang, color_ptr, lower_ptr, lower_col, fac_lower, upper_ptr, upper
     check_array(r, "r", REAL, n)
     z = np.empty(n) if z is None else check_array(z, "z", REAL, n, writeable=True)
     cp, lp, lc, up, uc = _shift(lang, color_ptr, lower_ptr, lower_col, upper_ptr, upper_col)
-    load(lang).ic0_apply(n, ncolor, _p(cp), _p(lp), _p(lc), _p(fac_lower), _p(up), _p(uc),
-                         _p(fac_upper), _p(fac_diag), _p(r), _p(z))
+    if load(lang).ic0_apply(n, ncolor, _p(cp), _p(lp), _p(lc), _p(fac_lower), _p(up), _p(uc),
+                            _p(fac_upper), _p(fac_diag), _p(r), _p(z)) < 0:
+        raise MemoryError(f"ic0_apply ({lang}) could not allocate 1 / fac_diag (n = {n})")
     return z
 
 

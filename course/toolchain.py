@@ -89,10 +89,9 @@ def mpi_env() -> dict[str, str]:
            # a rank waiting for a message gives its core to the others (oversubscribed runs)
            "OMPI_MCA_mpi_yield_when_idle": "1",
            # distributed-graph communicators: Open MPI 4.1's treematch component can hang
-           "OMPI_MCA_topo": "^treematch",
-           # when a rank fails, end the others at once (Open MPI waits 1 s between SIGTERM and
-           # SIGKILL by default: a second lost by every job that stops on bad input)
-           "OMPI_MCA_odls_base_sigkill_timeout": "0"}
+           "OMPI_MCA_topo": "^treematch"}
+    # (not odls_base_sigkill_timeout=0: killing the other ranks at once when one fails saves a
+    # second, but loses what they had printed and not yet forwarded, e.g. rank 0's error line)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return env

@@ -10,7 +10,13 @@
  * The substitutions go color by color (course/ordering.py): the rows of one color are not coupled,
  * so an `omp for` shares them out, and its implied barrier ends the color. With one color the
  * sweep is sequential (`omp single`: the natural ordering). A row's arithmetic does not depend on
- * the threads, so z is bitwise the same for any number of them. */
+ * the threads, so z is bitwise the same for any number of them.
+ *
+ * In the sequential sweep row i waits for row i-1 (its neighbour along x): the time of a row is
+ * the latency of the operations from z[i-1] to z[i], not the bytes it reads. So the sweeps
+ * multiply by 1/d (computed once) instead of dividing by d (a division takes several times as
+ * long as a multiplication), and the product with the row just computed is the last one added
+ * (the others do not wait for it). */
 #include <math.h>
 #include <stdlib.h>
 #include "iccg.h"
@@ -64,15 +70,15 @@ int ic0_transpose(int n, const int *restrict lower_ptr, const int *restrict lowe
 /* [ic0_forward] */
 void ic0_forward(int n, int ncolor, const int *restrict color_ptr, const int *restrict lower_ptr,
                  const int *restrict lower_col, const double *restrict fac_lower,
-                 const double *restrict fac_diag, const double *restrict r, double *restrict z)
+                 const double *restrict inv_diag, const double *restrict r, double *restrict z)
 {
     if (ncolor == 1) {                        /* one color: the sequential sweep */
 #pragma omp single
         for (int i = 0; i < n; i++) {
             double s = r[i];
             for (int k = lower_ptr[i]; k < lower_ptr[i + 1]; k++)
-                s -= fac_lower[k] * z[lower_col[k]];
-            z[i] = s / fac_diag[i];
+                s -= fac_lower[k] * z[lower_col[k]];      /* z[i-1], just written, comes last */
+            z[i] = s * inv_diag[i];
         }
         return;
     }
@@ -82,7 +88,7 @@ void ic0_forward(int n, int ncolor, const int *restrict color_ptr, const int *re
             double s = r[i];
             for (int k = lower_ptr[i]; k < lower_ptr[i + 1]; k++)
                 s -= fac_lower[k] * z[lower_col[k]];      /* z of earlier colors only */
-            z[i] = s / fac_diag[i];
+            z[i] = s * inv_diag[i];
         }                                     /* implied barrier: the color is done */
     }
 }
@@ -91,15 +97,15 @@ void ic0_forward(int n, int ncolor, const int *restrict color_ptr, const int *re
 /* [ic0_backward] */
 void ic0_backward(int n, int ncolor, const int *restrict color_ptr, const int *restrict upper_ptr,
                   const int *restrict upper_col, const double *restrict fac_upper,
-                  const double *restrict fac_diag, double *restrict z)
+                  const double *restrict inv_diag, double *restrict z)
 {
     if (ncolor == 1) {
 #pragma omp single
         for (int i = n - 1; i >= 0; i--) {
             double s = 0.0;
-            for (int k = upper_ptr[i]; k < upper_ptr[i + 1]; k++)
-                s += fac_upper[k] * z[upper_col[k]];
-            z[i] -= s / fac_diag[i];
+            for (int k = upper_ptr[i + 1] - 1; k >= upper_ptr[i]; k--)
+                s += fac_upper[k] * z[upper_col[k]];      /* columns falling: z[i+1] last */
+            z[i] -= s * inv_diag[i];
         }
         return;
     }
@@ -107,25 +113,33 @@ void ic0_backward(int n, int ncolor, const int *restrict color_ptr, const int *r
 #pragma omp for schedule(static)
         for (int i = color_ptr[c]; i < color_ptr[c + 1]; i++) {
             double s = 0.0;
-            for (int k = upper_ptr[i]; k < upper_ptr[i + 1]; k++)
+            for (int k = upper_ptr[i + 1] - 1; k >= upper_ptr[i]; k--)
                 s += fac_upper[k] * z[upper_col[k]];      /* z of later colors only */
-            z[i] -= s / fac_diag[i];
+            z[i] -= s * inv_diag[i];
         }
     }
 }
 /* [ic0_backward] */
 
-void ic0_apply(int n, int ncolor, const int *restrict color_ptr, const int *restrict lower_ptr,
-               const int *restrict lower_col, const double *restrict fac_lower,
-               const int *restrict upper_ptr, const int *restrict upper_col,
-               const double *restrict fac_upper, const double *restrict fac_diag,
-               const double *restrict r, double *restrict z)
+int ic0_apply(int n, int ncolor, const int *restrict color_ptr, const int *restrict lower_ptr,
+              const int *restrict lower_col, const double *restrict fac_lower,
+              const int *restrict upper_ptr, const int *restrict upper_col,
+              const double *restrict fac_upper, const double *restrict fac_diag,
+              const double *restrict r, double *restrict z)
 {
+    double *inv_diag = malloc(((size_t)n + 1) * sizeof *inv_diag);
+    if (inv_diag == NULL)
+        return -1;
 #pragma omp parallel
     {
-        ic0_forward(n, ncolor, color_ptr, lower_ptr, lower_col, fac_lower, fac_diag, r, z);
-        ic0_backward(n, ncolor, color_ptr, upper_ptr, upper_col, fac_upper, fac_diag, z);
+#pragma omp for schedule(static)
+        for (int i = 0; i < n; i++)
+            inv_diag[i] = 1.0 / fac_diag[i];
+        ic0_forward(n, ncolor, color_ptr, lower_ptr, lower_col, fac_lower, inv_diag, r, z);
+        ic0_backward(n, ncolor, color_ptr, upper_ptr, upper_col, fac_upper, inv_diag, z);
     }
+    free(inv_diag);
+    return 0;
 }
 
 void split_matvec(int n, const double *restrict diag, const int *restrict lower_ptr,
@@ -153,17 +167,19 @@ int iccg(int n, int ncolor, const int *restrict color_ptr, const double *restric
          const double *restrict fac_upper, const double *restrict b, double *restrict x,
          double eps, int max_iter, double *restrict relres)
 {
-    double *w = malloc(4 * ((size_t)n + 1) * sizeof *w);
+    double *w = malloc(5 * ((size_t)n + 1) * sizeof *w);
     if (w == NULL)
         return -1;
-    double *r = w, *z = r + n, *p = z + n, *q = p + n;
+    double *r = w, *z = r + n, *p = z + n, *q = p + n, *inv_diag = q + n;
     double bb = 0.0, rr = 0.0, rho = 0.0, rho_old = 1.0, pq = 0.0, bnorm = 1.0, res = 0.0;
     int iter = 0;
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
-        for (int i = 0; i < n; i++)           /* first touch */
+        for (int i = 0; i < n; i++) {         /* first touch */
             r[i] = z[i] = p[i] = q[i] = 0.0;
+            inv_diag[i] = 1.0 / fac_diag[i];
+        }
         split_matvec(n, diag, lower_ptr, lower_col, lower_val, upper_ptr, upper_col, upper_val,
                      x, q);
 #pragma omp for schedule(static) reduction(+ : bb, rr)
@@ -180,8 +196,8 @@ int iccg(int n, int ncolor, const int *restrict color_ptr, const double *restric
         }
         while (res > eps && iter < max_iter) {
             /* z = M^-1 r: 2 ncolor barriers */
-            ic0_forward(n, ncolor, color_ptr, lower_ptr, lower_col, fac_lower, fac_diag, r, z);
-            ic0_backward(n, ncolor, color_ptr, upper_ptr, upper_col, fac_upper, fac_diag, z);
+            ic0_forward(n, ncolor, color_ptr, lower_ptr, lower_col, fac_lower, inv_diag, r, z);
+            ic0_backward(n, ncolor, color_ptr, upper_ptr, upper_col, fac_upper, inv_diag, z);
 #pragma omp for schedule(static) reduction(+ : rho)
             for (int i = 0; i < n; i++)
                 rho += r[i] * z[i];

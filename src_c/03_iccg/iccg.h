@@ -37,19 +37,20 @@ int ic0_transpose(int n, const int *restrict lower_ptr, const int *restrict lowe
                   const double *restrict fac_lower, const int *restrict upper_ptr,
                   double *restrict fac_upper);
 /* the sweeps, with orphaned `omp for` loops (inside a parallel region they share out the rows of
- * a color; outside one, one thread does them): z = (D + L)^-1 r, then z = (I + D^-1 L^T)^-1 z */
+ * a color; outside one, one thread does them): z = (D + L)^-1 r, then z = (I + D^-1 L^T)^-1 z,
+ * with inv_diag = 1 / fac_diag */
 void ic0_forward(int n, int ncolor, const int *restrict color_ptr, const int *restrict lower_ptr,
                  const int *restrict lower_col, const double *restrict fac_lower,
-                 const double *restrict fac_diag, const double *restrict r, double *restrict z);
+                 const double *restrict inv_diag, const double *restrict r, double *restrict z);
 void ic0_backward(int n, int ncolor, const int *restrict color_ptr, const int *restrict upper_ptr,
                   const int *restrict upper_col, const double *restrict fac_upper,
-                  const double *restrict fac_diag, double *restrict z);
-/* z = M^-1 r in a parallel region of its own */
-void ic0_apply(int n, int ncolor, const int *restrict color_ptr, const int *restrict lower_ptr,
-               const int *restrict lower_col, const double *restrict fac_lower,
-               const int *restrict upper_ptr, const int *restrict upper_col,
-               const double *restrict fac_upper, const double *restrict fac_diag,
-               const double *restrict r, double *restrict z);
+                  const double *restrict inv_diag, double *restrict z);
+/* z = M^-1 r in a parallel region of its own; 0, or -1 out of memory */
+int ic0_apply(int n, int ncolor, const int *restrict color_ptr, const int *restrict lower_ptr,
+              const int *restrict lower_col, const double *restrict fac_lower,
+              const int *restrict upper_ptr, const int *restrict upper_col,
+              const double *restrict fac_upper, const double *restrict fac_diag,
+              const double *restrict r, double *restrict z);
 /* y = (D + L_A + U_A) x, orphaned `omp for` */
 void split_matvec(int n, const double *restrict diag, const int *restrict lower_ptr,
                   const int *restrict lower_col, const double *restrict lower_val,

@@ -80,11 +80,11 @@ function ic0_transpose(n, lower_ptr, lower_col, fac_lower, upper_ptr, fac_upper)
 end function ic0_transpose
 
 ! [ic0_forward]
-subroutine ic0_forward(n, ncolor, color_ptr, lower_ptr, lower_col, fac_lower, fac_diag, r, z) &
+subroutine ic0_forward(n, ncolor, color_ptr, lower_ptr, lower_col, fac_lower, inv_diag, r, z) &
         bind(C, name="ic0_forward")
     integer(c_int), value, intent(in) :: n, ncolor
     integer(c_int), intent(in) :: color_ptr(ncolor + 1), lower_ptr(n + 1), lower_col(*)
-    real(c_double), intent(in) :: fac_lower(*), fac_diag(n), r(n)
+    real(c_double), intent(in) :: fac_lower(*), inv_diag(n), r(n)
     real(c_double), intent(inout) :: z(n)
     integer(c_int) :: c, i, k
     real(c_double) :: s
@@ -94,9 +94,9 @@ subroutine ic0_forward(n, ncolor, color_ptr, lower_ptr, lower_col, fac_lower, fa
         do i = 1, n
             s = r(i)
             do k = lower_ptr(i), lower_ptr(i + 1) - 1
-                s = s - fac_lower(k) * z(lower_col(k))
+                s = s - fac_lower(k) * z(lower_col(k))    ! z(i-1), just written, comes last
             end do
-            z(i) = s / fac_diag(i)
+            z(i) = s * inv_diag(i)
         end do
         !$omp end single
         return
@@ -108,7 +108,7 @@ subroutine ic0_forward(n, ncolor, color_ptr, lower_ptr, lower_col, fac_lower, fa
             do k = lower_ptr(i), lower_ptr(i + 1) - 1
                 s = s - fac_lower(k) * z(lower_col(k))    ! z of earlier colors only
             end do
-            z(i) = s / fac_diag(i)
+            z(i) = s * inv_diag(i)
         end do
         !$omp end do
     end do
@@ -116,11 +116,11 @@ end subroutine ic0_forward
 ! [ic0_forward]
 
 ! [ic0_backward]
-subroutine ic0_backward(n, ncolor, color_ptr, upper_ptr, upper_col, fac_upper, fac_diag, z) &
+subroutine ic0_backward(n, ncolor, color_ptr, upper_ptr, upper_col, fac_upper, inv_diag, z) &
         bind(C, name="ic0_backward")
     integer(c_int), value, intent(in) :: n, ncolor
     integer(c_int), intent(in) :: color_ptr(ncolor + 1), upper_ptr(n + 1), upper_col(*)
-    real(c_double), intent(in) :: fac_upper(*), fac_diag(n)
+    real(c_double), intent(in) :: fac_upper(*), inv_diag(n)
     real(c_double), intent(inout) :: z(n)
     integer(c_int) :: c, i, k
     real(c_double) :: s
@@ -129,10 +129,10 @@ subroutine ic0_backward(n, ncolor, color_ptr, upper_ptr, upper_col, fac_upper, f
         !$omp single
         do i = n, 1, -1
             s = 0.0_c_double
-            do k = upper_ptr(i), upper_ptr(i + 1) - 1
-                s = s + fac_upper(k) * z(upper_col(k))
+            do k = upper_ptr(i + 1) - 1, upper_ptr(i), -1
+                s = s + fac_upper(k) * z(upper_col(k))    ! columns falling: z(i+1) last
             end do
-            z(i) = z(i) - s / fac_diag(i)
+            z(i) = z(i) - s * inv_diag(i)
         end do
         !$omp end single
         return
@@ -141,29 +141,42 @@ subroutine ic0_backward(n, ncolor, color_ptr, upper_ptr, upper_col, fac_upper, f
         !$omp do schedule(static) private(s, k)
         do i = color_ptr(c), color_ptr(c + 1) - 1
             s = 0.0_c_double
-            do k = upper_ptr(i), upper_ptr(i + 1) - 1
+            do k = upper_ptr(i + 1) - 1, upper_ptr(i), -1
                 s = s + fac_upper(k) * z(upper_col(k))    ! z of later colors only
             end do
-            z(i) = z(i) - s / fac_diag(i)
+            z(i) = z(i) - s * inv_diag(i)
         end do
         !$omp end do
     end do
 end subroutine ic0_backward
 ! [ic0_backward]
 
-subroutine ic0_apply(n, ncolor, color_ptr, lower_ptr, lower_col, fac_lower, upper_ptr, &
-                     upper_col, fac_upper, fac_diag, r, z) bind(C, name="ic0_apply")
+function ic0_apply(n, ncolor, color_ptr, lower_ptr, lower_col, fac_lower, upper_ptr, &
+                   upper_col, fac_upper, fac_diag, r, z) result(status) bind(C, name="ic0_apply")
     integer(c_int), value, intent(in) :: n, ncolor
     integer(c_int), intent(in) :: color_ptr(ncolor + 1), lower_ptr(n + 1), lower_col(*)
     integer(c_int), intent(in) :: upper_ptr(n + 1), upper_col(*)
     real(c_double), intent(in) :: fac_lower(*), fac_upper(*), fac_diag(n), r(n)
     real(c_double), intent(inout) :: z(n)
+    integer(c_int) :: status
+    real(c_double), allocatable :: inv_diag(:)
+    integer(c_int) :: i
+    integer :: alloc_stat
 
+    status = -1
+    allocate(inv_diag(n), stat=alloc_stat)
+    if (alloc_stat /= 0) return
     !$omp parallel
-    call ic0_forward(n, ncolor, color_ptr, lower_ptr, lower_col, fac_lower, fac_diag, r, z)
-    call ic0_backward(n, ncolor, color_ptr, upper_ptr, upper_col, fac_upper, fac_diag, z)
+    !$omp do schedule(static)
+    do i = 1, n
+        inv_diag(i) = 1.0_c_double / fac_diag(i)
+    end do
+    !$omp end do
+    call ic0_forward(n, ncolor, color_ptr, lower_ptr, lower_col, fac_lower, inv_diag, r, z)
+    call ic0_backward(n, ncolor, color_ptr, upper_ptr, upper_col, fac_upper, inv_diag, z)
     !$omp end parallel
-end subroutine ic0_apply
+    status = 0
+end function ic0_apply
 
 subroutine split_matvec(n, diag, lower_ptr, lower_col, lower_val, upper_ptr, upper_col, &
                         upper_val, x, y) bind(C, name="split_matvec")
@@ -202,13 +215,13 @@ function iccg(n, ncolor, color_ptr, diag, lower_ptr, lower_col, lower_val, upper
     integer(c_int), value, intent(in) :: max_iter
     real(c_double), intent(out) :: relres
     integer(c_int) :: iter
-    real(c_double), allocatable :: r(:), z(:), p(:), q(:)
+    real(c_double), allocatable :: r(:), z(:), p(:), q(:), inv_diag(:)
     real(c_double) :: bb, rr, rho, rho_old, pq, bnorm, res, alpha, beta
     integer(c_int) :: i
     integer :: alloc_stat
 
     iter = -1
-    allocate(r(n), z(n), p(n), q(n), stat=alloc_stat)
+    allocate(r(n), z(n), p(n), q(n), inv_diag(n), stat=alloc_stat)
     if (alloc_stat /= 0) return
     bb = 0.0_c_double
     rr = 0.0_c_double
@@ -225,6 +238,7 @@ function iccg(n, ncolor, color_ptr, diag, lower_ptr, lower_col, lower_val, upper
         z(i) = 0.0_c_double
         p(i) = 0.0_c_double
         q(i) = 0.0_c_double
+        inv_diag(i) = 1.0_c_double / fac_diag(i)
     end do
     !$omp end do
     call split_matvec(n, diag, lower_ptr, lower_col, lower_val, upper_ptr, upper_col, upper_val, &
@@ -243,8 +257,8 @@ function iccg(n, ncolor, color_ptr, diag, lower_ptr, lower_col, lower_val, upper
     !$omp end single
     do while (res > eps .and. iter < max_iter)
         ! z = M^-1 r: 2 ncolor barriers
-        call ic0_forward(n, ncolor, color_ptr, lower_ptr, lower_col, fac_lower, fac_diag, r, z)
-        call ic0_backward(n, ncolor, color_ptr, upper_ptr, upper_col, fac_upper, fac_diag, z)
+        call ic0_forward(n, ncolor, color_ptr, lower_ptr, lower_col, fac_lower, inv_diag, r, z)
+        call ic0_backward(n, ncolor, color_ptr, upper_ptr, upper_col, fac_upper, inv_diag, z)
         !$omp do schedule(static) reduction(+ : rho)
         do i = 1, n
             rho = rho + r(i) * z(i)
