@@ -53,8 +53,12 @@ serve:
 	@echo "The book: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the server)"
 	$(PY) -m http.server $(PORT) --bind 127.0.0.1 --directory build/book/_build/html
 
+# Two pytest workers (pytest-xdist), a test file at a time each: most tests wait on subprocesses
+# (compilers, mpiexec, notebooks), so two share a 2-core machine well. The longest files go first
+# (tests/conftest.py orders them). TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
 test: setup-test
-	@if [ -d tests ]; then $(PY) -m pytest; \
+	@if [ -d tests ]; then $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder; \
 	else echo "no tests/ here (a learner copy): each exercise notebook runs its own checks"; fi
 
 # The exact versions of the Python packages (what the tests passed with); scripts/setup.sh

@@ -32,6 +32,17 @@ def pytest_configure(config):
         "markers", "compiled: runs a C or Fortran kernel (rerun under the sanitizers)")
 
 
+# The longest test files, longest first (minutes each: the nbgrader round trips, the book build,
+# the sanitizer rerun). Under pytest-xdist with --dist loadfile (make test) each goes to a worker
+# of its own early, instead of one of them starting last and running alone at the end.
+LONGEST_FIRST = ("test_nbgrader.py", "test_book.py", "test_sanitize.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))     # stable: the rest as is
+
+
 def lang_params(langs=LANGS):
     """pytest.param per language, id = the language, compiled ones marked `compiled`."""
     return [pytest.param(lang, id=lang,
