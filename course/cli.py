@@ -68,6 +68,8 @@ def _solve(args) -> int:
         result = _solve_fem3d(args, problems)
     elif args.problem == "poisson":
         result = _solve_poisson(args, problems)
+    if getattr(args, "precond", None) == "diagonal":
+        result = {**result, "precond": "diagonal"}   # as --precond ic0 reports its own
     if getattr(args, "parallel", False) and mpi_rank() != 0:
         pass                                    # rank 0 prints the one summary
     elif args.json:

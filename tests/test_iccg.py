@@ -289,4 +289,8 @@ def test_cli_fields():
     fem = solve_json("fem3d", "--nx", "5", "--ny", "5", "--nz", "5", "--precond", "ic0",
                      "--ordering", "mc", "--colors", "4")
     assert fem["precond"] == "ic0" and fem["colors"] >= 4 and fem["error_max"] < 1e-6
+    diagonal = solve_json("poisson", "--nx", "12", "--ny", "12", "--nz", "12", "--precond",
+                          "diagonal")
+    assert diagonal["precond"] == "diagonal" and diagonal["converged"]
+    assert diagonal["iterations"] > out["iterations"]
 
