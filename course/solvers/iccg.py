@@ -177,6 +177,22 @@ def _apply_numpy(f: IC0, r: np.ndarray) -> np.ndarray:
 
 
 # [ic0_sweeps_numba]
+@numba.njit(inline="always")
+def _forward_row(i, lower_ptr, lower_col, fac_lower, inv_diag, r, z):
+    s = r[i]
+    for k in range(lower_ptr[i], lower_ptr[i + 1]):
+        s -= fac_lower[k] * z[lower_col[k]]
+    z[i] = s * inv_diag[i]
+
+
+@numba.njit(inline="always")
+def _backward_row(i, upper_ptr, upper_col, fac_upper, inv_diag, z):
+    s = 0.0
+    for k in range(upper_ptr[i + 1] - 1, upper_ptr[i] - 1, -1):   # columns falling, as in C
+        s += fac_upper[k] * z[upper_col[k]]
+    z[i] -= s * inv_diag[i]
+
+
 @numba.njit(parallel=True, cache=True)
 def _forward(color_ptr, lower_ptr, lower_col, fac_lower, inv_diag, r, z):
     """z = (D + L)^-1 r, color by color: the rows of a color in parallel (prange), unless there
@@ -184,36 +200,24 @@ def _forward(color_ptr, lower_ptr, lower_col, fac_lower, inv_diag, r, z):
     ncolor = color_ptr.shape[0] - 1
     if ncolor == 1:
         for i in range(r.shape[0]):
-            s = r[i]
-            for k in range(lower_ptr[i], lower_ptr[i + 1]):
-                s -= fac_lower[k] * z[lower_col[k]]
-            z[i] = s * inv_diag[i]
+            _forward_row(i, lower_ptr, lower_col, fac_lower, inv_diag, r, z)
         return
     for c in range(ncolor):
         for i in numba.prange(color_ptr[c], color_ptr[c + 1]):
-            s = r[i]
-            for k in range(lower_ptr[i], lower_ptr[i + 1]):
-                s -= fac_lower[k] * z[lower_col[k]]
-            z[i] = s * inv_diag[i]
+            _forward_row(i, lower_ptr, lower_col, fac_lower, inv_diag, r, z)
 
 
 @numba.njit(parallel=True, cache=True)
 def _backward(color_ptr, upper_ptr, upper_col, fac_upper, inv_diag, z):
-    """z = (I + D^-1 L^T)^-1 z, the colors backwards; columns falling, as in C."""
+    """z = (I + D^-1 L^T)^-1 z, the colors backwards."""
     ncolor = color_ptr.shape[0] - 1
     if ncolor == 1:
         for i in range(z.shape[0] - 1, -1, -1):
-            s = 0.0
-            for k in range(upper_ptr[i + 1] - 1, upper_ptr[i] - 1, -1):
-                s += fac_upper[k] * z[upper_col[k]]
-            z[i] -= s * inv_diag[i]
+            _backward_row(i, upper_ptr, upper_col, fac_upper, inv_diag, z)
         return
     for c in range(ncolor - 1, -1, -1):
         for i in numba.prange(color_ptr[c], color_ptr[c + 1]):
-            s = 0.0
-            for k in range(upper_ptr[i + 1] - 1, upper_ptr[i] - 1, -1):
-                s += fac_upper[k] * z[upper_col[k]]
-            z[i] -= s * inv_diag[i]
+            _backward_row(i, upper_ptr, upper_col, fac_upper, inv_diag, z)
 # [ic0_sweeps_numba]
 
 
