@@ -136,9 +136,11 @@ def cg_split(mesh, local, iterations: int, repeat: int, algorithm: str = "pcg",
     matrix, b, _ = model_system(mesh, local, lang="numba")
 
     def seconds(system, max_iter):
-        """Total, halo, reductions, local SpMV, overlapped seconds of one solve (rank mean)."""
+        """Total, halo, reductions, local SpMV, overlapped seconds of one solve (rank mean) and
+        the calls of halo exchanges, reductions and local products."""
         system.halo.seconds = system.reductions.seconds = system.product_seconds = 0.0
         system.reductions.overlapped_seconds = 0.0
+        system.halo.exchanges = system.reductions.count = system.product_calls = 0
         COMM.Barrier()
         start = time.perf_counter()
         result = system.solve(b, tol=1e-300, max_iter=max_iter, algorithm=algorithm)
@@ -146,24 +148,32 @@ def cg_split(mesh, local, iterations: int, repeat: int, algorithm: str = "pcg",
         parts = np.array([time.perf_counter() - start, system.halo.seconds, reductions.seconds,
                           system.product_seconds, reductions.overlapped_seconds])
         COMM.Allreduce(MPI.IN_PLACE, [parts, MPI.DOUBLE], op=MPI.SUM)
-        return parts / COMM.Get_size(), result
+        calls = np.array([system.halo.exchanges, reductions.count, system.product_calls])
+        return parts / COMM.Get_size(), calls, result
 
-    best, set_up = None, None
+    best = set_up = None
     for _ in range(repeat):
         halo = Halo(local, COMM, "p2p")
         system = Distributed(matrix, halo, COMM, nonblocking=nonblocking,
                              progress_chunks=progress_chunks)
         seconds(system, 2)                                       # compile and warm up
         # the set-up (initial residual, final true residual): a solve with no iteration
-        zero, _ = seconds(system, 0)
+        zero, set_up_calls, _ = seconds(system, 0)
         set_up = zero if set_up is None else np.minimum(set_up, zero)
-        parts, result = seconds(system, iterations)
+        parts, calls, result = seconds(system, iterations)
         halo.free()
         if best is None or parts[0] < best[0]:
-            best = parts
-    # per iteration, the fastest set-up taken out (floored at zero: a noisy set-up can be slower
-    # than its share of a whole solve)
-    per = np.maximum(best - set_up, 0.0) / iterations
+            best, best_calls = parts, calls
+    # per iteration: the total less the fastest set-up (floored at zero: a noisy set-up can be
+    # slower than its share of a whole solve); each part's share that its calls made in the
+    # iterations had in the same solve (a difference of two solves can be zero or negative where
+    # a part takes microseconds, on a small mesh or oversubscribed)
+    in_iterations = np.divide(best_calls - set_up_calls, best_calls,
+                              out=np.zeros(3), where=best_calls > 0)
+    per = np.empty(5)
+    per[0] = max(best[0] - set_up[0], 0.0) / iterations
+    per[1:4] = best[1:4] * in_iterations / iterations
+    per[4] = best[4] / iterations              # the set-up waits for its sums at once: no overlap
     n_rows = COMM.allreduce(matrix.n_rows, op=MPI.MAX)
     nnz = COMM.allreduce(matrix.nnz, op=MPI.MAX)
     # SpMV (values, indices, x, y) + 3 dot products (2 vectors) + 3 updates (3 vectors) + z = D r

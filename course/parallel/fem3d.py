@@ -124,7 +124,7 @@ class Distributed:
     """The pluggable pieces of course.solvers.krylov for one rank: matvec (halo exchange + local
     product), the global sums (MPI_Allreduce, or MPI_Iallreduce when nonblocking) and the Jacobi
     preconditioner. halo.seconds and reductions.seconds time the communication, product_seconds
-    the local products."""
+    the local products (product_calls of them)."""
 
     def __init__(self, matrix: LocalMatrix, halo: Halo, comm=MPI.COMM_WORLD,
                  kernel: str = "numba", nonblocking: bool = False, progress_chunks: int = 1):
@@ -137,6 +137,7 @@ class Distributed:
         self.dinv = 1.0 / matrix.diagonal()
         self.reductions = MPIReductions(comm, nonblocking)
         self.product_seconds = 0.0                     # in the local CRS products
+        self.product_calls = 0
 
     # [distributed_matvec]
     def matvec(self, p: np.ndarray) -> np.ndarray:
@@ -146,6 +147,7 @@ class Distributed:
         start = time.perf_counter()
         q = self._product(self.work)
         self.product_seconds += time.perf_counter() - start
+        self.product_calls += 1
         return q
     # [distributed_matvec]
 
