@@ -1,16 +1,18 @@
 """Lecture 03_iccg: orderings (valid colorings, the same in every language, RCM against SciPy),
 IC(0) against its definition and against Cholesky, the colored substitution (every language,
 bitwise the same for 1 and 2 threads), ICCG iterations across languages, threads and orderings,
-wrong arrays refused before the kernels, and the CLI fields."""
+wrong arrays refused before the kernels, the CLI fields and `bench iccg`."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
 import scipy.sparse
 import scipy.sparse.csgraph
 
-from conftest import COMMON_FIELDS, solve_json
+from conftest import COMMON_FIELDS, run_course, solve_json
 from course import fvm, native, ordering
 from course.solvers import iccg as ic
 from course.sparse import CRS
@@ -294,3 +296,37 @@ def test_cli_fields():
     assert diagonal["precond"] == "diagonal" and diagonal["converged"]
     assert diagonal["iterations"] > out["iterations"]
 
+
+
+def test_bench_iccg_smoke(tmp_path):
+    """`bench iccg` end to end on a tiny mesh: every ordering x language x thread count, the same
+    iterations in every language (each the same loop), synchronisations 2 colors + 6, Numba
+    against C, the bandwidth entries and the plot (a smoke test: no timing is asserted)."""
+    from course import iccg
+    json_path, plot_path = tmp_path / "iccg.json", tmp_path / "iccg.png"
+    result = run_course("bench", "iccg", "--sizes", "8", "--threads", "1", "2", "--repeat", "1",
+                        "--json", json_path, "--plot", plot_path, timeout=280)
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(json_path.read_text())
+    assert data["suite"] == "iccg" and data["sizes"] == [8] and data["threads"] == [1, 2]
+    assert [s["threads"] for s in data["stream"]] == [1, 2]
+    runs = data["runs"]
+    assert sorted((r["threads"], r["lang"], r["ordering"], r["colors_requested"]) for r in runs) \
+        == sorted((t, lang, name, k) for t in (1, 2) for lang in ("c", "fortran", "numba")
+                  for name, k in iccg.BENCH_ORDERINGS)
+    for r in runs:
+        same = [q["iterations"] for q in runs if (q["ordering"], q["colors_requested"],
+                                                   q["threads"]) == (r["ordering"],
+                                                                      r["colors_requested"],
+                                                                      r["threads"])]
+        assert max(same) - min(same) <= 1, r                 # rounding of the sums at most
+        assert r["synchronisations_per_iteration"] == 2 * r["colors"] + 6
+        assert r["seconds_per_iteration"] > 0 and r["bandwidth_gbs"] > 0
+        assert r["time_vs_c"] > 0 and (r["lang"] != "c" or r["time_vs_c"] == 1.0)
+    bound = data["bandwidth_bound"]
+    assert bound["natural_1_thread"]["threads"] == 1 and bound["natural_1_thread"]["lang"] == "c"
+    assert bound["cm_rcm_all_threads"]["threads"] == 2
+    assert bound["cm_rcm_all_threads"]["colors"] == max(r["colors"] for r in runs
+                                                        if r["ordering"] == "cm-rcm")
+    assert plot_path.read_bytes().startswith(b"\x89PNG")
+    assert "numba/C" in result.stdout and "of STREAM triad" in result.stdout

@@ -5,6 +5,9 @@
              is the one-process case of the distributed one (lectures 01, 02, 05, 06)
     jacobi   Jacobi-preconditioned CG on a CRS matrix: NumPy (krylov), Numba, C and Fortran
     ladder   the OpenMP PCG ladder v0 .. v3 of lecture 04_openmp
+    iccg     IC(0), the colored substitutions and ICCG of lecture 03_iccg
+    team     Numba threads as one team in one parallel region (static chunks, a barrier), for
+             the Numba ICCG
 """
 
 from .jacobi import jacobi, pcg_jacobi

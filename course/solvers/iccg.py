@@ -34,6 +34,7 @@ sequential sweep (natural ordering).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numba
@@ -43,6 +44,7 @@ import scipy.sparse.linalg
 
 from .. import native
 from ..sparse import CRS
+from . import team
 from .krylov import SolveResult, krylov
 
 ICCG_LANGS = ("numpy", "numba", "c", "fortran")
@@ -176,7 +178,7 @@ def _apply_numpy(f: IC0, r: np.ndarray) -> np.ndarray:
         y, lower=False)
 
 
-# [ic0_sweeps_numba]
+# [ic0_forward_numba]
 @numba.njit(inline="always")
 def _forward_row(i, lower_ptr, lower_col, fac_lower, inv_diag, r, z):
     s = r[i]
@@ -186,47 +188,98 @@ def _forward_row(i, lower_ptr, lower_col, fac_lower, inv_diag, r, z):
 
 
 @numba.njit(inline="always")
+def _forward(thread, nthreads, sync, color_ptr, lower_ptr, lower_col, fac_lower, inv_diag, r, z):
+    """z = (D + L)^-1 r by one thread of the team (course.solvers.team), as src_c/03_iccg/ic0.c:
+    color by color, the thread's static chunk of the color's rows, a barrier after each color.
+    One color: thread 0 alone does the sequential sweep (C's omp single). Times 1/d, not / d."""
+    ncolor = color_ptr.shape[0] - 1
+    if ncolor == 1:
+        if thread == 0:
+            for i in range(r.shape[0]):
+                _forward_row(i, lower_ptr, lower_col, fac_lower, inv_diag, r, z)
+        team.barrier(sync, nthreads)
+        return
+    for c in range(ncolor):
+        first, end = team.chunk(color_ptr[c], color_ptr[c + 1], thread, nthreads)
+        for i in range(first, end):
+            _forward_row(i, lower_ptr, lower_col, fac_lower, inv_diag, r, z)
+        team.barrier(sync, nthreads)             # the color is done
+# [ic0_forward_numba]
+
+
+@numba.njit(inline="always")
 def _backward_row(i, upper_ptr, upper_col, fac_upper, inv_diag, z):
     s = 0.0
-    for k in range(upper_ptr[i + 1] - 1, upper_ptr[i] - 1, -1):   # columns falling, as in C
+    first, k = upper_ptr[i], upper_ptr[i + 1]
+    while k > first:                     # columns falling, as in C (a while loop: Numba's
+        k -= 1                           # range with step -1 ran up to 1.6 times slower)
         s += fac_upper[k] * z[upper_col[k]]
     z[i] -= s * inv_diag[i]
 
 
-@numba.njit(parallel=True, cache=True)
-def _forward(color_ptr, lower_ptr, lower_col, fac_lower, inv_diag, r, z):
-    """z = (D + L)^-1 r, color by color: the rows of a color in parallel (prange), unless there
-    is only one color (the sequential sweep). As in src_c/03_iccg/ic0.c: times 1/d, not / d."""
-    ncolor = color_ptr.shape[0] - 1
-    if ncolor == 1:
-        for i in range(r.shape[0]):
-            _forward_row(i, lower_ptr, lower_col, fac_lower, inv_diag, r, z)
-        return
-    for c in range(ncolor):
-        for i in numba.prange(color_ptr[c], color_ptr[c + 1]):
-            _forward_row(i, lower_ptr, lower_col, fac_lower, inv_diag, r, z)
-
-
-@numba.njit(parallel=True, cache=True)
-def _backward(color_ptr, upper_ptr, upper_col, fac_upper, inv_diag, z):
+@numba.njit(inline="always")
+def _backward(thread, nthreads, sync, color_ptr, upper_ptr, upper_col, fac_upper, inv_diag, z):
     """z = (I + D^-1 L^T)^-1 z, the colors backwards."""
     ncolor = color_ptr.shape[0] - 1
     if ncolor == 1:
-        for i in range(z.shape[0] - 1, -1, -1):
-            _backward_row(i, upper_ptr, upper_col, fac_upper, inv_diag, z)
+        if thread == 0:
+            i = np.uint64(z.shape[0])
+            while i > 0:
+                i -= np.uint64(1)
+                _backward_row(i, upper_ptr, upper_col, fac_upper, inv_diag, z)
+        team.barrier(sync, nthreads)
         return
     for c in range(ncolor - 1, -1, -1):
-        for i in numba.prange(color_ptr[c], color_ptr[c + 1]):
+        first, end = team.chunk(color_ptr[c], color_ptr[c + 1], thread, nthreads)
+        for i in range(first, end):
             _backward_row(i, upper_ptr, upper_col, fac_upper, inv_diag, z)
-# [ic0_sweeps_numba]
+        team.barrier(sync, nthreads)
+
+
+@numba.njit(cache=True)
+def _apply_thread(thread, nthreads, sync, color_ptr, lower_ptr, lower_col, lower_val, upper_ptr,
+                  upper_col, upper_val, d, inv_diag, r, z):
+    if not team.roll_call(sync, nthreads):
+        return
+    first, end = team.chunk(0, r.shape[0], thread, nthreads)
+    for i in range(first, end):
+        inv_diag[i] = 1.0 / d[i]
+    team.barrier(sync, nthreads)
+    _forward(thread, nthreads, sync, color_ptr, lower_ptr, lower_col, lower_val, inv_diag, r, z)
+    _backward(thread, nthreads, sync, color_ptr, upper_ptr, upper_col, upper_val, inv_diag, z)
 
 
 @numba.njit(parallel=True, cache=True)
-def _apply_numba(color_ptr, lower_ptr, lower_col, lower_val, upper_ptr, upper_col, upper_val,
-                 d, r, z):
-    inv_diag = 1.0 / d
-    _forward(color_ptr, lower_ptr, lower_col, lower_val, inv_diag, r, z)
-    _backward(color_ptr, upper_ptr, upper_col, upper_val, inv_diag, z)
+def _apply_numba(nthreads, color_ptr, lower_ptr, lower_col, lower_val, upper_ptr, upper_col,
+                 upper_val, d, r, z):
+    """ic0_apply by a team of nthreads threads in one parallel region; False if the team could
+    not be formed (then nothing was computed)."""
+    sync = np.zeros(team.SYNC_SIZE, dtype=np.int64)
+    inv_diag = np.empty(r.shape[0])
+    for thread in numba.prange(nthreads):
+        _apply_thread(thread, nthreads, sync, color_ptr, lower_ptr, lower_col, lower_val,
+                      upper_ptr, upper_col, upper_val, d, inv_diag, r, z)
+    return (team.atomic_load(sync, team.ARRIVED) == nthreads,)
+
+
+_team_called_off = False
+
+
+def _as_team(kernel, *args):
+    """kernel(nthreads, *args) with Numba's threads as one team, less its first value (whether the
+    team was formed). When Numba's threading layer did not run all the threads at once, warn
+    once and use one thread from then on (course.solvers.team.roll_call)."""
+    global _team_called_off
+    nthreads = 1 if _team_called_off else numba.get_num_threads()
+    result = kernel(nthreads, *args)
+    if not result[0]:
+        _team_called_off = True
+        warnings.warn(f"Numba's threading layer ({numba.threading_layer()}) did not run "
+                      f"{nthreads} threads at once: the Numba ICCG runs on one thread from now "
+                      "on (threading layers: https://numba.readthedocs.io, 'Threading Layers')",
+                      RuntimeWarning, stacklevel=3)
+        result = kernel(1, *args)
+    return result[1:]
 
 
 def ic0_apply(f: IC0, r: np.ndarray, color_ptr: np.ndarray, lang: str = "numba",
@@ -243,8 +296,8 @@ def ic0_apply(f: IC0, r: np.ndarray, color_ptr: np.ndarray, lang: str = "numba",
                                 f.upper.row_ptr, f.upper.col_idx, f.upper.val, f.d, r, z)
     native.check_color_ptr(color_ptr, n)
     z = np.empty(n) if z is None else native.check_array(z, "z", native.REAL, n, writeable=True)
-    _apply_numba(*_unsigned(color_ptr, f.lower.row_ptr, f.lower.col_idx), f.lower.val,
-                 *_unsigned(f.upper.row_ptr, f.upper.col_idx), f.upper.val, f.d, r, z)
+    _as_team(_apply_numba, *_unsigned(color_ptr, f.lower.row_ptr, f.lower.col_idx), f.lower.val,
+             *_unsigned(f.upper.row_ptr, f.upper.col_idx), f.upper.val, f.d, r, z)
     return z
 
 
@@ -281,19 +334,21 @@ def iccg(a: CRS | Split, b: np.ndarray, color_ptr: np.ndarray, lang: str = "c",
     native.check_color_ptr(color_ptr, n)
     if lang == "numba":
         x = np.zeros(n)
-        iters, relres = _iccg_numba(*_unsigned(color_ptr), s.diag,
-                                    *_unsigned(s.lower.row_ptr, s.lower.col_idx), s.lower.val,
-                                    *_unsigned(s.upper.row_ptr, s.upper.col_idx), s.upper.val,
-                                    f.d, f.lower.val, f.upper.val, b, x, tol, max_iter)
+        iters, relres = _as_team(_iccg_numba, *_unsigned(color_ptr), s.diag,
+                                 *_unsigned(s.lower.row_ptr, s.lower.col_idx), s.lower.val,
+                                 *_unsigned(s.upper.row_ptr, s.upper.col_idx), s.upper.val,
+                                 f.d, f.lower.val, f.upper.val, b, x, tol, max_iter)
         return SolveResult(x, iters, relres, relres <= tol)
     a_scipy = (scipy.sparse.diags(s.diag) + _scipy(s.lower, n) + _scipy(s.upper, n)).tocsr()
     return krylov(lambda v: a_scipy @ v, b, lambda r: _apply_numpy(f, r), tol=tol,
                   max_iter=max_iter)
 
 
-@numba.njit(parallel=True, cache=True)
-def _split_matvec(diag, lower_ptr, lower_col, lower_val, upper_ptr, upper_col, upper_val, x, y):
-    for i in numba.prange(x.shape[0]):
+@numba.njit(inline="always")
+def _split_matvec(first, end, diag, lower_ptr, lower_col, lower_val, upper_ptr, upper_col,
+                  upper_val, x, y):
+    """y = A x on the rows [first, end)."""
+    for i in range(first, end):
         s = diag[i] * x[i]
         for k in range(lower_ptr[i], lower_ptr[i + 1]):
             s += lower_val[k] * x[lower_col[k]]
@@ -302,48 +357,79 @@ def _split_matvec(diag, lower_ptr, lower_col, lower_val, upper_ptr, upper_col, u
         y[i] = s
 
 
-# [iccg_numba]
-@numba.njit(parallel=True, cache=True)
-def _iccg_numba(color_ptr, diag, lower_ptr, lower_col, lower_val, upper_ptr, upper_col,
-                upper_val, fac_diag, fac_lower, fac_upper, b, x, eps, max_iter):
-    """The loop of src_c/03_iccg/ic0.c's iccg, operation for operation (so the same iterations):
-    each prange is a parallel region of its own, where C has one region for the whole solve."""
-    n = b.shape[0]
-    r, z, p, q = np.empty(n), np.empty(n), np.zeros(n), np.empty(n)
-    inv_diag = 1.0 / fac_diag
-    _split_matvec(diag, lower_ptr, lower_col, lower_val, upper_ptr, upper_col, upper_val, x, q)
+@numba.njit(cache=True)
+def _iccg_thread(thread, nthreads, sync, partial, color_ptr, diag, lower_ptr, lower_col,
+                 lower_val, upper_ptr, upper_col, upper_val, fac_diag, fac_lower, fac_upper, b,
+                 x, r, z, p, q, inv_diag, eps, max_iter, out):
+    """One thread's share of src_c/03_iccg/ic0.c's iccg, operation for operation (so the same
+    iterations): its static chunk of every loop, the team's barriers where C has its implied
+    ones. The sums (team.team_sum) are added by every thread, where C adds them once in an
+    omp single: 2 colors + 4 barriers per iteration, against C's 2 colors + 6."""
+    if not team.roll_call(sync, nthreads):
+        return
+    first, end = team.chunk(0, b.shape[0], thread, nthreads)
+    for i in range(first, end):                                # first touch
+        r[i] = z[i] = p[i] = q[i] = 0.0
+        inv_diag[i] = 1.0 / fac_diag[i]
+    _split_matvec(first, end, diag, lower_ptr, lower_col, lower_val, upper_ptr, upper_col,
+                  upper_val, x, q)
     bb = 0.0
     rr = 0.0
-    for i in numba.prange(n):                                  # r = b - A x
+    for i in range(first, end):                                # r = b - A x
         r[i] = b[i] - q[i]
         bb += b[i] * b[i]
         rr += r[i] * r[i]
+    bb = team.team_sum(partial, 0, thread, bb, sync, nthreads)
+    rr = team.team_sum(partial, 1, thread, rr, sync, nthreads)
     bnorm = np.sqrt(bb) if bb > 0.0 else 1.0
     res = np.sqrt(rr) / bnorm
     rho_old = 1.0
     iters = 0
     while res > eps and iters < max_iter:
-        _forward(color_ptr, lower_ptr, lower_col, fac_lower, inv_diag, r, z)
-        _backward(color_ptr, upper_ptr, upper_col, fac_upper, inv_diag, z)
+        _forward(thread, nthreads, sync, color_ptr, lower_ptr, lower_col, fac_lower, inv_diag,
+                 r, z)
+        _backward(thread, nthreads, sync, color_ptr, upper_ptr, upper_col, fac_upper, inv_diag,
+                  z)
         rho = 0.0
-        for i in numba.prange(n):
+        for i in range(first, end):
             rho += r[i] * z[i]
+        rho = team.team_sum(partial, 2, thread, rho, sync, nthreads)
         beta = 0.0 if iters == 0 else rho / rho_old
-        for i in numba.prange(n):
+        for i in range(first, end):
             p[i] = z[i] + beta * p[i]
-        _split_matvec(diag, lower_ptr, lower_col, lower_val, upper_ptr, upper_col, upper_val, p,
-                      q)
+        team.barrier(sync, nthreads)                           # q = A p reads all of p
+        _split_matvec(first, end, diag, lower_ptr, lower_col, lower_val, upper_ptr, upper_col,
+                      upper_val, p, q)
         pq = 0.0
-        for i in numba.prange(n):
+        for i in range(first, end):
             pq += p[i] * q[i]
-        alpha = rho / pq
+        alpha = rho / team.team_sum(partial, 3, thread, pq, sync, nthreads)
         rr = 0.0
-        for i in numba.prange(n):
+        for i in range(first, end):
             x[i] += alpha * p[i]
             r[i] -= alpha * q[i]
             rr += r[i] * r[i]
-        res = np.sqrt(rr) / bnorm
+        res = np.sqrt(team.team_sum(partial, 4, thread, rr, sync, nthreads)) / bnorm
         rho_old = rho
         iters += 1
-    return iters, res
-# [iccg_numba]
+    if thread == 0:
+        out[0] = iters
+        out[1] = res
+
+
+@numba.njit(parallel=True, cache=True)
+def _iccg_numba(nthreads, color_ptr, diag, lower_ptr, lower_col, lower_val, upper_ptr,
+                upper_col, upper_val, fac_diag, fac_lower, fac_upper, b, x, eps, max_iter):
+    """ICCG by a team of nthreads threads in ONE parallel region, as C's (one prange over the
+    threads; a prange per loop would open 2 colors + 6 regions per iteration). Returns whether
+    the team was formed (if not, nothing was computed), the iterations and ||r|| / ||b||."""
+    n = b.shape[0]
+    r, z, p, q, inv_diag = np.empty(n), np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    sync = np.zeros(team.SYNC_SIZE, dtype=np.int64)
+    partial = np.zeros((5, nthreads))
+    out = np.zeros(2)
+    for thread in numba.prange(nthreads):
+        _iccg_thread(thread, nthreads, sync, partial, color_ptr, diag, lower_ptr, lower_col,
+                     lower_val, upper_ptr, upper_col, upper_val, fac_diag, fac_lower, fac_upper,
+                     b, x, r, z, p, q, inv_diag, eps, max_iter, out)
+    return team.atomic_load(sync, team.ARRIVED) == nthreads, int(out[0]), out[1]

@@ -15,7 +15,8 @@ from .krylov import SolveResult
 #       threads that use them run)
 #   v2  ELL (6 per row): the same inner trip count in every row
 #   v3  ELL, one parallel region per iteration (C and Fortran only: Numba opens a parallel
-#       region for every prange loop and has no way to keep one open across loops)
+#       region for every prange loop and has no construct to keep one open across loops; lecture
+#       03's ICCG builds one by hand, course.solvers.team)
 
 LADDER = native.LADDER
 LADDER_LANGS = {"v0": ("numba", "c", "fortran"), "v1": ("numba", "c", "fortran"),
@@ -122,8 +123,8 @@ def check_ladder(version: str, lang: str) -> None:
     if lang not in LADDER_LANGS[version]:
         if version == "v3" and lang == "numba":
             raise ValueError("v3 has no Numba twin: Numba opens a parallel region for every "
-                             "prange loop and cannot keep one open across an iteration; use "
-                             "lang c or fortran, or v0 .. v2")
+                             "prange loop and has no construct to keep one open across an "
+                             "iteration; use lang c or fortran, or v0 .. v2")
         raise ValueError(f"the ladder is OpenMP code: lang must be one of "
                          f"{', '.join(LADDER_LANGS[version])} for {version}, got {lang!r}")
 
