@@ -276,7 +276,7 @@ def _as_team(kernel, *args):
         _team_called_off = True
         warnings.warn(f"Numba's threading layer ({numba.threading_layer()}) did not run "
                       f"{nthreads} threads at once: the Numba ICCG runs on one thread from now "
-                      "on (threading layers: https://numba.readthedocs.io, 'Threading Layers')",
+                      "on (NUMBA_THREADING_LAYER=omp or workqueue runs them together)",
                       RuntimeWarning, stacklevel=3)
         result = kernel(1, *args)
     return result[1:]
