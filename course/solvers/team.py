@@ -23,6 +23,10 @@ that runs them one after another (TBB on a busy machine, say) would leave the fi
 forever. So a team starts with roll_call(): all threads check in, or, after ROLL_CALL_YIELDS
 yields, the team is called off, every thread returns False and computes nothing, and the caller
 runs again with one thread (course.solvers.iccg does, with a warning).
+
+Numba's cache (cache=True) checks only the file of the function it compiled: the ICCG functions
+of course/solvers/iccg.py that inline these are not recompiled when this file changes. After an
+edit here, touch iccg.py (or delete course/solvers/__pycache__).
 """
 
 from __future__ import annotations
