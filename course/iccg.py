@@ -21,10 +21,11 @@ from .sparse import CRS
 SOLVE_LANGS = ("c", "fortran", "numba", "numpy")
 
 
-def synchronisations_per_iteration(colors: int) -> int:
-    """Barriers of one compiled ICCG iteration: one per color in each substitution plus the
-    CG's own (course.solvers.iccg.CG_BARRIERS_PER_ITERATION)."""
-    return 2 * colors + ic.CG_BARRIERS_PER_ITERATION
+def synchronisations_per_iteration(colors: int, lang: str = "c") -> int:
+    """Barriers of one ICCG iteration: one per color in each substitution plus the CG's own
+    (course.solvers.iccg.CG_BARRIERS_PER_ITERATION: those of C and Fortran, and of numpy, which
+    runs on one thread; the Numba team has two fewer)."""
+    return 2 * colors + ic.CG_BARRIERS_PER_ITERATION[lang]
 
 
 def _threads(lang: str, threads: int | None) -> int:
@@ -54,11 +55,11 @@ def solve_ordered(a: CRS, b: np.ndarray, ordering_name: str = "natural", colors:
             "seconds": {"order_and_factor": t1 - t0, "solve": t2 - t1}}
 
 
-def _fields(solved: dict, precond: str) -> dict:
+def _fields(solved: dict, precond: str, lang: str) -> dict:
     order = solved["ordering"]
     return {"precond": precond, "ordering": order.name,
             "colors_requested": order.requested_colors, "colors": order.colors,
-            "synchronisations_per_iteration": synchronisations_per_iteration(order.colors),
+            "synchronisations_per_iteration": synchronisations_per_iteration(order.colors, lang),
             "incompatible_nodes": solved["incompatible_nodes"]}
 
 
@@ -91,7 +92,7 @@ def poisson(nx: int = 32, ny: int = 32, nz: int = 32, ordering_name: str = "natu
            "relative_residual": result.relative_residual, "threads": used,
            "seconds": {"assemble": t1 - t0, **solved["seconds"],
                        "total": t1 - t0 + sum(solved["seconds"].values())},
-           **_fields(solved, "ic0"),
+           **_fields(solved, "ic0", lang),
            "checksum": float(x.sum()), "phi_max": float(x[imax]), "phi_max_cell": imax,
            "nx": nx, "ny": ny, "nz": nz, "dx": dx, "dy": dy, "dz": dz, "tol": tol}
     if input_file is not None:
@@ -131,7 +132,7 @@ def fem3d(nx: int = 8, ny: int = 8, nz: int = 8, ordering_name: str = "natural",
             "relative_residual": result.relative_residual, "threads": used,
             "seconds": {"assemble": t1 - t0, **solved["seconds"],
                         "total": t1 - t0 + sum(solved["seconds"].values())},
-            **_fields(solved, "ic0"),
+            **_fields(solved, "ic0", lang),
             "error_max": float(np.max(np.abs(solved["x"] - exact(box.xyz)))),
             "nx": box.nx, "ny": box.ny, "nz": box.nz, "tol": tol, "cond": cond, "qvol": qvol,
             "qflux": qflux, "fixed_face": fixed_face}
@@ -236,7 +237,7 @@ def bench_iccg(sizes=(32,), langs=("c", "fortran", "numba"), threads=None, repea
                         "threads": t, "lang": lang, "ordering": name, "colors_requested": k,
                         "colors": order.colors, "iterations": res.iterations,
                         "synchronisations_per_iteration":
-                            synchronisations_per_iteration(order.colors),
+                            synchronisations_per_iteration(order.colors, lang),
                         "seconds_per_iteration": seconds, "bytes_per_iteration": nbytes,
                         "bandwidth_gbs": nbytes / seconds / 1e9,
                         "fraction_of_stream": nbytes / seconds / 1e9

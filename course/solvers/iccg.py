@@ -52,8 +52,9 @@ ICCG_LANGS = ("numpy", "numba", "c", "fortran")
 # Barriers of one iteration of the compiled ICCG (src_c/03_iccg/iccg.c) outside the substitutions:
 # p = z + beta p; q = A p; (p, q); x, r update; (r, r) and (r, z) -- each an `omp for` with its
 # implied barrier -- and the `omp single` that turns the sums into alpha and beta. The two
-# substitutions add one barrier per color each.
-CG_BARRIERS_PER_ITERATION = 6
+# substitutions add one barrier per color each. The Numba team (_iccg_thread) has no omp single,
+# and q = A p and (p, q) share their rows: one barrier after each of (r, z), p, (p, q), (r, r).
+CG_BARRIERS_PER_ITERATION = {"c": 6, "fortran": 6, "numpy": 6, "numba": 4}
 
 
 @dataclass
