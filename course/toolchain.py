@@ -194,6 +194,8 @@ def report() -> dict:
     import numba
     import numpy
 
+    from .solvers import team
+
     mpiexec = _first_line(["mpiexec", "--version"])
     mpi4py_version, mpi4py_lib = mpi4py_library()
     info = {
@@ -205,6 +207,7 @@ def report() -> dict:
         "cmake": _first_line(["cmake", "--version"]),
         "openmp_c_threads": openmp_threads("c"),
         "openmp_fortran_threads": openmp_threads("fortran"),
+        "numba_threads": team.describe(),
         "mpiexec": mpiexec,
         "mpi_family": mpi_family(mpiexec),
         "mpi4py": mpi4py_version,
@@ -235,6 +238,7 @@ def markdown_table(info: dict) -> str:
             ("C compiler", info["c_compiler"]), ("Fortran compiler", info["fortran_compiler"]),
             ("OpenMP (threads seen with OMP_NUM_THREADS=2, C / Fortran)",
              f"{info['openmp_c_threads']} / {info['openmp_fortran_threads']}"),
+            ("Numba threads", info["numba_threads"]),
             ("MPI (mpiexec)", info["mpiexec"]), ("mpi4py, built against",
                                                  f"{info['mpi4py']}, {info['mpi4py_library']}"),
             ("Cores / sockets / NUMA nodes",

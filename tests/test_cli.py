@@ -101,6 +101,7 @@ def test_doctor_json():
     assert isinstance(info["numa_nodes"], int) and info["numa_nodes"] >= 1
     assert info["mpi_family"] in ("Open MPI", "MPICH", "Intel MPI")
     assert info["openmp_c_threads"] == 2 and info["openmp_fortran_threads"] == 2
+    assert info["numba_threads"].endswith(", one team")     # the Numba ICCG's threads run at once
     assert info["mpi4py"] and info["mpi4py_library"]
 
 

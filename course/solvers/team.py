@@ -178,3 +178,19 @@ def team_sum(partial, slot, thread, value, sync, nthreads):
     for other in range(nthreads):
         total += partial[slot, other]
     return total
+
+
+@numba.njit(parallel=True, cache=True)
+def _roll_call_only(nthreads):
+    sync = np.zeros(SYNC_SIZE, dtype=np.int64)
+    for thread in numba.prange(nthreads):
+        roll_call(sync, nthreads)
+    return atomic_load(sync, ARRIVED) == nthreads
+
+
+def describe() -> str:
+    """Numba's threads, its threading layer and whether they form one team (for `doctor`)."""
+    nthreads = numba.get_num_threads()
+    formed = _roll_call_only(nthreads)
+    return (f"{nthreads} threads, {numba.threading_layer()} layer, "
+            + ("one team" if formed else "no team: the Numba ICCG runs on one thread"))
