@@ -14,7 +14,7 @@ and a reduction is: every thread writes its partial sum, a barrier, and every th
 partial sums in thread order, so all threads hold the same bits and take the same branches.
 
 Numba has no barrier, so this module builds one from atomic operations on a small int64 array
-`sync` (new_sync()), written as LLVM instructions (numba.extending.intrinsic). A waiting thread
+`sync` (SYNC_SIZE zeros), written as LLVM instructions (numba.extending.intrinsic). A waiting thread
 spins a little, then yields its core (sched_yield), so an oversubscribed machine still progresses.
 
 A barrier needs every thread of the team running at once. Numba's OpenMP and workqueue threading
@@ -44,10 +44,6 @@ SYNC_SIZE = 24
 SPINS = 2000                 # checks before a waiting thread starts to yield its core
 ROLL_CALL_YIELDS = 2_000_000  # yields (a fraction of a second on idle cores) before calling off
 CALLED_OFF = 1 << 40         # ARRIVED from then on: the team was not formed
-
-
-def new_sync() -> np.ndarray:
-    return np.zeros(SYNC_SIZE, dtype=np.int64)
 
 
 def _pointer(context, builder, signature, args):
