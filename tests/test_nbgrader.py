@@ -119,11 +119,12 @@ def _plain_cell(nb, startswith: str, new: str):
 # An exercise without compiled code (07_cluster) has instead "wrong": typical wrong answers, a few
 # per submission, each in another task: {student: ([(grade_id, text, replacement), ...], tests that
 # lose their points)}; "languages": False where the notebook has no LANGUAGE cell.
+FOREVER = "while True:\n        __import__('time').sleep(0.1)"     # a function body's endless loop
 EXERCISES = {
     "01_fem1d": {
         "points": {"test_element": 2, "test_assemble": 3, "test_crs_matvec": 3},
         "endless_loop": ("assemble", "for e in range(n - 1):",
-                         "while True:\n        __import__('time').sleep(0.1)\n    for e in range(n - 1):", "test_assemble"),
+                         FOREVER + "\n    for e in range(n - 1):", "test_assemble"),
         "segfault": ("crs_matvec_c", "y[i] = sum;",
                      "y[i] = sum;\n        *(volatile double *)0 = sum;", "test_crs_matvec"),
         "references": ("fem1d_element", "fem1d_assemble"),
@@ -160,7 +161,7 @@ EXERCISES = {
         "points": {"test_shape_derivatives": 2, "test_jacobian_and_gradients": 2,
                    "test_element_matrix": 3, "test_fem3d_assemble": 3},
         "endless_loop": ("element_matrix", "g = 1.0 / np.sqrt(3.0)",
-                         "while True:\n        __import__('time').sleep(0.1)", "test_element_matrix"),
+                         FOREVER, "test_element_matrix"),
         "segfault": ("fem3d_assemble_c", "rhs[node[a]] += fe[a];",
                      "rhs[node[a]] += fe[a];\n            *(volatile double *)0 = fe[a];",
                      "test_fem3d_assemble"),
@@ -196,7 +197,7 @@ EXERCISES = {
         "points": {"test_multicolor": 4, "test_ic0_apply": 4, "test_incompatible_nodes": 2},
         # (not in multicolor: the ungraded part 4 runs it too, and would wait out a second timeout)
         "endless_loop": ("incompatible_nodes", "    n = len(ptr) - 1\n",
-                         "    n = len(ptr) - 1\n    while True:\n        __import__('time').sleep(0.1)\n",
+                         "    n = len(ptr) - 1\n    " + FOREVER + "\n",
                          "test_incompatible_nodes"),
         "segfault": ("ic0_apply_c", "                z[i] = s / fac_diag[i];",
                      "                z[i] = s / fac_diag[i];\n"
@@ -308,7 +309,7 @@ EXERCISES = {
     "04_openmp": {
         "points": {"test_crs_to_ell": 3, "test_ell_matvec": 4, "test_race_free_cg": 3},
         "endless_loop": ("crs_to_ell", "for i in range(n):",
-                         "while True:\n        __import__('time').sleep(0.1)\n    for i in range(n):", "test_crs_to_ell"),
+                         FOREVER + "\n    for i in range(n):", "test_crs_to_ell"),
         "segfault": ("ell_matvec_c", "y[i] = s;", "y[i] = s;\n        *(volatile double *)0 = s;",
                      "test_ell_matvec"),
         "references": ("from_crs",),
@@ -347,7 +348,7 @@ EXERCISES = {
     "05_halo": {
         "points": {"test_local_tables": 3, "test_halo_exchange": 4},
         "endless_loop": ("local_tables", "mine = owner == rank",
-                         "while True:\n        __import__('time').sleep(0.1)\n    mine = owner == rank",
+                         FOREVER + "\n    mine = owner == rank",
                          "test_local_tables"),
         # the exchange runs under mpiexec: a crashing rank ends that job, not the grading
         "segfault": ("halo_exchange_c", "MPI_STATUSES_IGNORE);",
@@ -392,7 +393,7 @@ EXERCISES = {
     "06_pipecg": {
         "points": {"test_next_alpha": 3, "test_chronopoulos_gear": 5},
         "endless_loop": ("next_alpha", "beta = gamma_new / gamma",
-                         "while True:\n        __import__('time').sleep(0.1)", "test_next_alpha"),
+                         FOREVER, "test_next_alpha"),
         # the solver runs under mpiexec: a crashing rank ends that job, not the grading
         "segfault": ("chronopoulos_gear_c", "    free(work);",
                      "    free(work);\n    *(volatile double *)0 = x[0];",

@@ -47,7 +47,7 @@ def _rounds(nthreads, rounds):
                 team.barrier(sync, nthreads)
                 sums[k, thread] = team.team_sum(partial, k % 2, thread, float(thread + k), sync,
                                                 nthreads)
-    return team.atomic_load(sync, team.ARRIVED) == nthreads, stale.sum(), sums
+    return team.formed(sync, nthreads), stale.sum(), sums
 
 
 @pytest.mark.timeout(120)

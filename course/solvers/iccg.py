@@ -260,7 +260,7 @@ def _apply_numba(nthreads, color_ptr, lower_ptr, lower_col, lower_val, upper_ptr
     for thread in numba.prange(nthreads):
         _apply_thread(thread, nthreads, sync, color_ptr, lower_ptr, lower_col, lower_val,
                       upper_ptr, upper_col, upper_val, d, inv_diag, r, z)
-    return (team.atomic_load(sync, team.ARRIVED) == nthreads,)
+    return (team.formed(sync, nthreads),)
 
 
 _team_called_off = False
@@ -433,4 +433,4 @@ def _iccg_numba(nthreads, color_ptr, diag, lower_ptr, lower_col, lower_val, uppe
         _iccg_thread(thread, nthreads, sync, partial, color_ptr, diag, lower_ptr, lower_col,
                      lower_val, upper_ptr, upper_col, upper_val, fac_diag, fac_lower, fac_upper,
                      b, x, r, z, p, q, inv_diag, eps, max_iter, out)
-    return team.atomic_load(sync, team.ARRIVED) == nthreads, int(out[0]), out[1]
+    return team.formed(sync, nthreads), int(out[0]), out[1]

@@ -164,6 +164,12 @@ def roll_call(sync, nthreads):
 
 
 @numba.njit(inline="always")
+def formed(sync, nthreads):
+    """After the team's region: whether its roll call succeeded (else nothing was computed)."""
+    return atomic_load(sync, ARRIVED) == nthreads
+
+
+@numba.njit(inline="always")
 def team_sum(partial, slot, thread, value, sync, nthreads):
     """The sum over the team of every thread's `value` (a reduction): written to
     partial[slot, thread], a barrier, then added in thread order by every thread. A slot may be
@@ -181,7 +187,7 @@ def _roll_call_only(nthreads):
     sync = np.zeros(SYNC_SIZE, dtype=np.int64)
     for thread in numba.prange(nthreads):
         roll_call(sync, nthreads)
-    return atomic_load(sync, ARRIVED) == nthreads
+    return formed(sync, nthreads)
 
 
 def describe() -> str:
