@@ -36,13 +36,12 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse
 
-from . import native
+from . import cache, native
 from .native import INT, REAL
 
 _COMPILER = {"c": ("cc", ["-std=c99"]), "fortran": ("gfortran", ["-ffree-form"])}
 _MPI_COMPILER = {"c": "mpicc", "fortran": "mpif90"}      # the same compilers, with MPI
 _SUFFIX = {"c": ".c", "fortran": ".f90"}
-_CACHE = Path(tempfile.gettempdir()) / "course-exercise-builds"
 
 
 # --- messages in the learner's language: 0-based C, 1-based Fortran, plain numbers -------------
@@ -246,10 +245,10 @@ def compile_kernel(source: str | Path, lang: str, link_course: bool = False,
     text = source.read_bytes()
     digest = hashlib.sha1(text + lang.encode() + compiler.encode() + " ".join(link).encode()
                           + "".join(f" {flag}" for flag in omp).encode()).hexdigest()[:16]
-    lib = _CACHE / f"{source.stem}-{digest}.so"
+    # this user's own folder (never a shared one: another user could have written the library)
+    lib = cache.private_dir("exercise-builds") / f"{source.stem}-{digest}.so"
     if lib.exists():
         return lib
-    _CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:     # Fortran writes .mod files into the cwd
         tmp_lib = Path(tmp) / lib.name
         result = subprocess.run([compiler, *flags, *omp, "-O2", "-Wall", "-fPIC", "-shared",

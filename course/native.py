@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import hashlib
 import os
 import shlex
 import shutil
@@ -23,6 +24,7 @@ import numba
 import numpy as np
 
 from . import toolchain
+from .cache import private_dir
 from .toolchain import usable_cores as _usable_cores   # (build() has an argument `toolchain`)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,10 +71,26 @@ def toolchain_file(path: str | os.PathLike | None = None) -> Path | None:
 def build_dir(variant: str = "release", toolchain: str | os.PathLike | None = None) -> Path:
     """build/native/<variant> (or under COURSE_BUILD_DIR); with a toolchain file (argument or
     CMAKE_TOOLCHAIN_FILE), build/native/<variant>-<its name without .cmake>, so that a cross build
-    (e.g. on a cluster's login node) never overwrites the machine's own build."""
-    base = Path(os.environ.get("COURSE_BUILD_DIR", ROOT / "build" / "native"))
+    (e.g. on a cluster's login node) never overwrites the machine's own build.
+
+    A course installed for several users (a JupyterHub) is read-only to them: its build is used
+    while it is up to date; when it is missing or older than the sources, each user builds into
+    a folder of their own (course.cache.private_dir), never into one they cannot write."""
     file = toolchain_file(toolchain)
-    return base / (variant if file is None else f"{variant}-{file.stem}")
+    name = variant if file is None else f"{variant}-{file.stem}"
+    if os.environ.get("COURSE_BUILD_DIR"):
+        return Path(os.environ["COURSE_BUILD_DIR"]) / name
+    shared = ROOT / "build" / "native" / name
+    if _can_write(shared) or not _is_stale_at(shared):
+        return shared
+    checkout = hashlib.sha1(str(ROOT).encode()).hexdigest()[:12]     # one per installed course
+    return private_dir("native") / f"{checkout}-{name}"
+
+
+def _can_write(folder: Path) -> bool:
+    """Whether this user can create or change `folder` (its nearest existing ancestor)."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    return os.access(existing, os.W_OK | os.X_OK)
 
 
 def binary(name: str, variant: str | None = None) -> Path:
@@ -95,7 +113,11 @@ def _newest_source_mtime() -> float:
 
 
 def _is_stale(variant: str) -> bool:
-    libs = [build_dir(variant) / "lib" / lib for lib in _LIBRARY.values()]
+    return _is_stale_at(build_dir(variant))
+
+
+def _is_stale_at(folder: Path) -> bool:
+    libs = [folder / "lib" / lib for lib in _LIBRARY.values()]
     if not all(lib.exists() for lib in libs):
         return True
     return min(lib.stat().st_mtime for lib in libs) < _newest_source_mtime()

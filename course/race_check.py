@@ -51,10 +51,10 @@ from pathlib import Path
 
 import numpy as np
 
+from . import cache
 from .exercise import learner_source
 
 DEBIAN_PACKAGES = "clang libomp-dev libclang-rt-dev llvm"   # as scripts/setup.sh --test
-_CACHE = Path(tempfile.gettempdir()) / f"course-race-builds-{os.getuid()}"
 _DRIVER_NAME = "course_race_driver.c"
 TSAN_EXIT = 66
 
@@ -155,10 +155,9 @@ def _probe(t: Tools) -> None:
     with a race must be reported at the racy line of its file."""
     digest = hashlib.sha1((t.version + t.archer + str(t.symbolizer) + _PROBE).encode()
                           ).hexdigest()[:16]
-    marker = _CACHE / f"probe-{digest}.ok"
+    marker = cache.private_dir("race-builds") / f"probe-{digest}.ok"
     if marker.exists():
         return
-    _CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         src, exe = Path(tmp) / "probe.c", Path(tmp) / "probe"
         src.write_text(_PROBE)
@@ -531,10 +530,9 @@ def _build(source: Path, lang: str, kernel: str, codes: list[str], returns_int: 
                      driver, " ".join(kernel_cmd), " ".join(driver_flags), t.version,
                      t.libdir, fortran or ""])
     digest = hashlib.sha1(key.encode()).hexdigest()[:16]
-    exe = _CACHE / f"{source.stem}-{mode}-{digest}"
+    exe = cache.private_dir("race-builds") / f"{source.stem}-{mode}-{digest}"
     if exe.exists():
         return exe
-    _CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:          # Fortran writes .mod files into the cwd
         tmp = Path(tmp)
         (tmp / _DRIVER_NAME).write_text(driver)
