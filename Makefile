@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 BOOK    := build/book/_build/html/index.html
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: help setup setup-test build book test lab doctor lock wheelhouse clean
+.PHONY: help setup setup-test setup-grader build grader book test lab doctor lock wheelhouse clean
 
 help:
 	@echo "make book    set up, compile the kernels, execute the lectures, write the HTML book"
@@ -11,6 +11,7 @@ help:
 	@echo "make serve   the built book at http://127.0.0.1:8000 (search with snippets)"
 	@echo "make lab     JupyterLab on the course (localhost, with a token)"
 	@echo "make doctor  check compilers, OpenMP, MPI, cores"
+	@echo "make grader  set up a machine that grades the exercises (race detector, local Slurm)"
 	@echo "make lock    refresh requirements-lock.txt from the packages in .venv"
 	@echo "make wheelhouse  download every locked package into wheelhouse/ (offline workshops)"
 	@echo "make clean   remove build outputs (keeps .venv)"
@@ -21,24 +22,24 @@ setup:
 setup-test:
 	@bash scripts/setup.sh --test
 
+setup-grader:
+	@bash scripts/setup.sh --grader
+
 build: setup
 	$(PY) -m course build
 
 doctor: setup
 	$(PY) -m course doctor
 
-# the exercise solutions must run: executed as a copy, again only when they or the code change
-# (a learner copy, `python -m course dist learner`, has no solutions: nothing to execute)
-SOLVED := $(if $(wildcard solutions),build/solutions/.executed)
-ifneq ($(SOLVED),)
-$(SOLVED): $(wildcard solutions/*/*.ipynb course/*.py src_c/*/*.[ch] src_fortran/*/*.f90)
-	@echo "== executing the exercise solutions (a copy, in build/solutions)"
-	@rm -rf build/solutions && mkdir -p build && cp -r solutions build/solutions
-	jupyter nbconvert --to notebook --execute --inplace --log-level=WARN build/solutions/*/*.ipynb
-	@touch $@
-endif
+# A machine that grades the exercises (an instructor's, a JupyterHub's): what `make build` sets up,
+# plus the tools of the hidden checks (Clang's ThreadSanitizer with Archer for the OpenMP races, a
+# one-node Slurm for the job scripts); then `course doctor --grading` says, exercise by exercise,
+# whether this machine grades it fully.
+grader: setup-grader
+	$(PY) -m course build
+	$(PY) -m course doctor --grading
 
-book: build $(SOLVED)
+book: build
 	@echo "== building the book (executes every lecture; results cached between runs)"
 	jupyter-book build . --config book/_config.yml --toc book/_toc.yml \
 		--path-output build/book --warningiserror --keep-going
@@ -61,27 +62,32 @@ test: setup-test
 	@if [ -d tests ]; then $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder; \
 	else echo "no tests/ here (a learner copy): each exercise notebook runs its own checks"; fi
 
-# The exact versions of the Python packages (what the tests passed with); scripts/setup.sh
-# installs them by default. Refresh after a change to pyproject.toml that `make test` passed with.
+# The exact versions of the Python packages, for every Python the course supports: one universal
+# resolution (uv), where markers choose another version for a Python that needs one; the pins of
+# the current file are kept wherever they still fit (UPGRADE=1: the newest versions instead). Then
+# scripts/check-lock.sh installs it on each Python of this machine; `make test` proves the rest.
 LOCK := requirements-lock.txt
+LOCK_PYTHONS := 3.10 3.11 3.12 3.13
 lock: setup
-	@{ echo "# The Python packages of the course, exact versions: scripts/setup.sh installs these"; \
-	   echo "# (then the course itself, editable). Refresh with \`make lock\` after \`make test\` passed."; \
-	   echo "# python $$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')"; \
-	   $(PY) -m pip freeze --all --exclude-editable | grep -v -i -E '^(pip|course)[ =@]'; } > $(LOCK).tmp
-	@mv $(LOCK).tmp $(LOCK)
-	@echo "wrote $(LOCK): $$(grep -c '==' $(LOCK)) packages"
+	@grep -v '^#' $(LOCK) > $(LOCK).tmp || true
+	$(PY) -m uv pip compile pyproject.toml --extra test --extra hub --universal --quiet \
+		--python-version $(firstword $(LOCK_PYTHONS)) $(if $(UPGRADE),--upgrade) \
+		--no-header --no-annotate -o $(LOCK).tmp
+	@{ echo "# The Python packages of the course, exact versions for every Python it supports: scripts/setup.sh"; \
+	   echo "# installs these (then the course itself, editable). Markers choose where one Python needs another"; \
+	   echo "# version. Refresh with \`make lock\` (it keeps these pins wherever they still fit)."; \
+	   echo "# python $(LOCK_PYTHONS)"; cat $(LOCK).tmp; } > $(LOCK)
+	@rm -f $(LOCK).tmp
+	@echo "wrote $(LOCK): $$(grep -c '==' $(LOCK)) pins"
+	bash scripts/check-lock.sh
 
 # Everything pip needs to set up the course without an index, for the Python and platform of this
-# machine: the locked packages, mpi4py's source (it is compiled against the local MPI) and what
-# pip needs to build it and the course. Then: COURSE_WHEELHOUSE=wheelhouse make setup
+# machine (WHEELHOUSE_PYTHON=/usr/bin/python3 for another Python of it): the locked packages,
+# mpi4py's source and the build tools. Then: COURSE_WHEELHOUSE=wheelhouse make setup
 WHEELHOUSE ?= wheelhouse
+WHEELHOUSE_PYTHON ?= $(PY)
 wheelhouse: setup
-	$(PY) -m pip download -q -r $(LOCK) -d $(WHEELHOUSE)
-	$(PY) -m pip download -q --no-binary mpi4py --no-deps -d $(WHEELHOUSE) \
-		"$$(grep -i '^mpi4py==' $(LOCK))"
-	$(PY) -m pip download -q -d $(WHEELHOUSE) pip "setuptools>=77" wheel build "cython>=3.0.1"
-	@echo "wheelhouse: $$(ls $(WHEELHOUSE) | wc -l) files in $(WHEELHOUSE)/"
+	bash scripts/wheelhouse.sh $(WHEELHOUSE) $(WHEELHOUSE_PYTHON)
 
 lab: setup
 	jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) \

@@ -17,6 +17,8 @@ FACES = ("xmin", "xmax", "ymin", "ymax", "zmin", "zmax")   # course.mesh.FACES (
 def _doctor(args) -> int:
     from . import toolchain
 
+    if args.grading:
+        return _doctor_grading(args)
     info = toolchain.report()
     if args.json:
         print(json.dumps(info, indent=2))
@@ -36,6 +38,23 @@ def _doctor(args) -> int:
         else:
             print("all good")
     return 1 if info["problems"] else 0
+
+
+def _doctor_grading(args) -> int:
+    """Whether this machine grades each exercise fully (exit 1 when one cannot be graded)."""
+    from . import grading
+
+    found = grading.readiness()
+    if args.json:
+        print(json.dumps({key: {"grades": verdict, "reason": reason}
+                          for key, (verdict, reason) in found.items()}, indent=2))
+    else:
+        for key, (verdict, reason) in found.items():
+            print(f"{key:<11} grades {verdict}" + (f": {reason}" if reason else ""))
+        if any(verdict == "no" for verdict, _ in found.values()):
+            print("to grade every exercise: make grader (root on Debian/Ubuntu), or install what "
+                  "is named above")
+    return 1 if any(verdict == "no" for verdict, _ in found.values()) else 0
 
 
 def _build(args) -> int:
@@ -431,6 +450,9 @@ def parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("doctor", help="check Python, compilers, OpenMP, MPI, cores, NUMA")
     d.add_argument("--json", action="store_true", help="print one JSON object")
+    d.add_argument("--grading", action="store_true",
+                   help="whether this machine grades each exercise fully (race detector, MPI, "
+                        "local Slurm)")
     d.set_defaults(run=_doctor)
 
     b = sub.add_parser("build", help="compile src_c/ and src_fortran/ with CMake")

@@ -52,3 +52,45 @@ class HideHiddenTests(NbGraderPreprocessor):      # (nbgrader's: enabled by defa
             if output.get("output_type") == "error":
                 output["traceback"] = [f"{output['ename']}: {output['evalue']}"]
         return cell, resources
+
+
+# --- can this machine grade the exercises? (course doctor --grading) ---------------------------
+
+# the seconds a cell may run before nbgrader interrupts it and the cell loses its points (endless
+# loops), in autograding and in a learner's Validate alike (nbgrader_config.py, the learner copy's)
+CELL_TIMEOUT = 60
+
+EXERCISES = ("01_fem1d", "02_fem3d", "03_iccg", "04_openmp", "05_halo", "06_pipecg", "07_cluster")
+
+
+def readiness() -> dict[str, tuple[str, str]]:
+    """For each exercise, (verdict, reason): "fully" (every hidden check can run here), "partly"
+    (one check is replaced by a weaker one, the reason says which), or "no" (checks would fail for
+    a missing tool, and right answers lose points: the reason says what to install)."""
+    import shutil
+
+    from . import race_check, toolchain
+    from .cluster import local_slurm
+
+    missing = [c for c in ("cc", "gfortran") if shutil.which(c) is None]
+    compilers = f"missing {', '.join(missing)} (C and Fortran kernels)" if missing else None
+    try:
+        race_check.tools()
+        races = None
+    except race_check.RaceCheckUnavailable as err:
+        races = str(err).splitlines()[0]
+    missing = [c for c in ("mpicc", "mpif90", "mpiexec") if shutil.which(c) is None]
+    mpi = (f"missing {', '.join(missing)} (an MPI library with its compilers)" if missing
+           else toolchain.mpi4py_problem())
+    slurm = local_slurm.unavailable()
+
+    def verdict(*problems):
+        found = [p for p in problems if p]
+        return ("no", "; ".join(found)) if found else ("fully", "")
+
+    result = {"01_fem1d": verdict(compilers), "02_fem3d": verdict(compilers),
+              "03_iccg": verdict(compilers, races), "04_openmp": verdict(compilers, races),
+              "05_halo": verdict(compilers, mpi), "06_pipecg": verdict(compilers, mpi)}
+    result["07_cluster"] = (("partly", f"the OpenMP job script is checked by its rules, not run "
+                                       f"on a local Slurm: {slurm}") if slurm else ("fully", ""))
+    return result

@@ -2,7 +2,9 @@
 # Set up everything the course needs, idempotently (shared by `make book`, `make test`, `make lab`).
 #
 #  1. the system toolchain: C and Fortran compilers with OpenMP, CMake, an MPI library with its
-#     compiler wrappers and mpiexec (and, with --test, Chromium for the browser test):
+#     compiler wrappers and mpiexec; with --grader also what the hidden checks of the exercises
+#     need (Clang's ThreadSanitizer, LLVM's OpenMP, a one-node Slurm); with --test all of that,
+#     Chromium for the browser tests and FFTW:
 #       - already there: nothing to do;
 #       - inside a conda environment: `conda env update -f environment.yml` provides them;
 #       - root on Debian/Ubuntu: installed with apt-get;
@@ -15,13 +17,20 @@
 # Environment:
 #   COURSE_LOCK=0          install from pyproject.toml's version ranges instead of the lock file
 #                          (the default under conda, whose environment.yml provides the packages,
-#                          and where the lock was made with another Python version)
+#                          on a Python the lock was not made for, and where the lock does not
+#                          install); COURSE_LOCK=1 insists on the lock
 #   COURSE_WHEELHOUSE=DIR  install without any package index, from DIR only (see `make wheelhouse`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-want_test=0
-[ "${1:-}" = "--test" ] && want_test=1
+# --grader: also what grading the exercises needs; --test: that and what the tests need
+want_grader=0 want_test=0
+case "${1:-}" in
+    "") ;;
+    --grader) want_grader=1 ;;
+    --test) want_grader=1 want_test=1 ;;
+    *) echo "setup: unknown option ${1} (use --grader or --test)" >&2; exit 2 ;;
+esac
 
 say() { printf 'setup: %s\n' "$*"; }
 
@@ -54,12 +63,15 @@ needed=(cc c++ gfortran cmake make mpicc mpif90 mpiexec)
 if [ "$(uname -s)" = Linux ]; then needed+=(lscpu); fi   # cores, sockets and NUMA nodes on Linux
 # FFTW 3: the pencil-FFT programs of 07_cluster (the build skips them without it)
 optional=(fftw3.h)
-# the tests (and the grading of the OpenMP exercise) also need: a browser for the book, a one-node
-# Slurm for the job scripts, Clang with LLVM's OpenMP and ThreadSanitizer (a second compiler; the
-# data-race detector, with llvm-symbolizer for its line numbers), numactl (the PJM launch lines)
+# grading (exercises 03 and 04: their race and work-sharing checks; 07: its job on a one-node
+# Slurm) also needs: Clang with LLVM's OpenMP and ThreadSanitizer (a second compiler; the data-race
+# detector, with llvm-symbolizer for its line numbers), Slurm with munge, numactl (PJM launch lines)
+if [ "$want_grader" = 1 ]; then
+    needed+=(munged slurmctld slurmd sbatch clang clang-openmp clang-tsan llvm-symbolizer numactl)
+fi
+# the tests also need a browser for the book, and FFTW for the pencil-FFT programs
 if [ "$want_test" = 1 ]; then
-    needed+=(chromium munged slurmctld slurmd sbatch clang clang-openmp clang-tsan llvm-symbolizer
-             numactl fftw3.h)
+    needed+=(chromium fftw3.h)
     optional=()
 fi
 
@@ -122,9 +134,9 @@ fi
 if [ ! -f "$stamp" ]; then
     say "installing the Python packages into $venv (a few minutes the first time)"
     "$venv/bin/python" -m pip install -q --upgrade pip
-    # the exact versions of the lock file, unless told otherwise or made for another Python
+    # the exact versions of the lock file, unless told otherwise or not made for this Python
     locked=(-r "$lock")
-    lock_python=$(sed -n 's/^# python \([0-9.]*\).*/\1/p' "$lock" 2>/dev/null | head -n 1)
+    lock_pythons=$(sed -n 's/^# python \([0-9. ]*\).*/\1/p' "$lock" 2>/dev/null | head -n 1)
     venv_python=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     if [ "${COURSE_LOCK:-}" = 0 ]; then
         locked=()
@@ -134,15 +146,22 @@ if [ ! -f "$stamp" ]; then
     elif [ -n "${CONDA_PREFIX:-}" ] && [ "${COURSE_LOCK:-}" != 1 ]; then
         say "conda: its packages stay; $lock is not used (COURSE_LOCK=1 to use it)"
         locked=()
-    elif [ -n "$lock_python" ] && [ "$lock_python" != "$venv_python" ] && \
-         [ "${COURSE_LOCK:-}" != 1 ]; then
-        say "$lock was made with Python $lock_python, this is $venv_python: installing the versions"
-        say "pyproject.toml allows instead (COURSE_LOCK=1 to use the lock anyway)"
+    elif [[ " $lock_pythons " != *" $venv_python "* ]] && [ "${COURSE_LOCK:-}" != 1 ]; then
+        say "$lock is made for Python ${lock_pythons// /, }, this is $venv_python: installing the"
+        say "newest versions pyproject.toml allows instead (COURSE_LOCK=1 to try the lock anyway)"
         locked=()
     fi
     # mpi4py is compiled from source against the MPI library of `mpicc` (the one mpiexec belongs to)
-    MPICC=$(command -v mpicc) PIP_NO_BINARY=mpi4py \
-        "$venv/bin/python" -m pip install -q ${locked[@]+"${locked[@]}"} -e ".[test]"
+    install() {
+        MPICC=$(command -v mpicc) PIP_NO_BINARY=mpi4py "$venv/bin/python" -m pip install -q "$@" \
+            -e ".[test]"
+    }
+    if ! install ${locked[@]+"${locked[@]}"}; then
+        if [ "${#locked[@]}" -eq 0 ] || [ "${COURSE_LOCK:-}" = 1 ]; then exit 1; fi
+        say "the locked versions do not install here (pip's message above): installing the newest"
+        say "versions pyproject.toml allows instead"
+        install
+    fi
     rm -f "$venv"/.installed-*
     touch "$stamp"
 fi
@@ -164,5 +183,10 @@ if [ -n "$problem" ]; then
         say "$problem"
         exit 1
     fi
+fi
+# the tests set up a classroom and a new machine offline, with Debian's own Python: a wheelhouse
+# for it (reused while the lock is unchanged)
+if [ "$want_test" = 1 ] && [ -x /usr/bin/python3 ] && [ -z "${COURSE_WHEELHOUSE:-}" ]; then
+    bash scripts/wheelhouse.sh build/wheelhouse /usr/bin/python3
 fi
 say "ready ($venv)"

@@ -82,24 +82,60 @@ def test_every_lecture_notebook_has_objectives_and_key_points():
 LOCK = ROOT / "requirements-lock.txt"
 
 
-def _locked() -> dict[str, str]:
+def _lock_pythons() -> list[str]:
+    """The Pythons the lock is made for, from its header line `# python 3.10 3.11 ...`."""
+    found = re.search(r"^# python ([0-9. ]+)$", LOCK.read_text(), flags=re.M)
+    assert found, "requirements-lock.txt has no '# python X.Y ...' line (make lock writes it)"
+    return found.group(1).split()
+
+
+def _locked(python: str, platform: str = "linux") -> dict[str, str]:
+    """{package: version} of the lock for one Python (`3.11.2`) on one platform: the lines whose
+    markers hold there. A package pinned twice for the same Python is an error."""
+    from packaging.requirements import Requirement
+
+    environment = {"python_version": ".".join(python.split(".")[:2]),
+                   "python_full_version": python, "sys_platform": platform, "os_name": "posix",
+                   "platform_system": "Linux", "implementation_name": "cpython",
+                   "platform_python_implementation": "CPython", "platform_machine": "x86_64"}
     pins = {}
     for line in LOCK.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            name, sep, version = line.partition("==")
-            assert sep and version, f"requirements-lock.txt: {line!r} is not pinned with =="
-            pins[_name(name)] = version.strip()
+        line = line.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        requirement = Requirement(line)
+        specifiers = list(requirement.specifier)
+        assert len(specifiers) == 1 and specifiers[0].operator == "==", \
+            f"requirements-lock.txt: {line!r} is not pinned with =="
+        if requirement.marker is None or requirement.marker.evaluate(environment):
+            name = _name(requirement.name)
+            assert name not in pins, f"requirements-lock.txt pins {name} twice for Python {python}"
+            pins[name] = specifiers[0].version
     return pins
 
 
-def test_lock_file_pins_every_dependency_of_pyproject():
+def test_the_lock_is_made_for_every_supported_python():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    oldest = re.fullmatch(r">=\s*(3\.\d+)", project["requires-python"]).group(1)
+    pythons = _lock_pythons()
+    assert pythons[0] == oldest, f"the lock starts at Python {pythons[0]}, pyproject at {oldest}"
+    assert pythons == [f"3.{minor}" for minor in range(int(oldest[2:]), int(oldest[2:]) +
+                                                      len(pythons))], pythons
+    assert len(pythons) >= 4, "the course supports Python 3.10 to 3.13 at least"
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"LOCK_PYTHONS := {' '.join(pythons)}" in makefile, "make lock must write these"
+
+
+@pytest.mark.parametrize("python", ["3.10.0", "3.11.2", "3.11.7", "3.12.0", "3.13.0"])
+def test_lock_file_pins_every_dependency_of_pyproject(python):
+    """For each supported Python (3.11.2 is Debian 12's, which an earlier lock did not fit), one
+    exact version of every dependency, within pyproject.toml's range."""
     from packaging.requirements import Requirement
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = list(project["dependencies"])
     wanted += [d for extra in project["optional-dependencies"].values() for d in extra]
-    pins = _locked()
+    pins = _locked(python)
     assert "course" not in pins, "the course itself is installed editable, not from the lock"
     for requirement in map(Requirement, wanted):
         name = _name(requirement.name)
@@ -108,15 +144,30 @@ def test_lock_file_pins_every_dependency_of_pyproject():
             f"requirements-lock.txt pins {name}=={pins[name]}, pyproject.toml wants {requirement}"
 
 
+def test_the_lock_is_what_this_venv_runs():
+    """The tests run with the lock's versions for this Python (setup.sh installs them), so the
+    lock is what the tests passed with."""
+    import platform
+    from importlib.metadata import distributions
+
+    if ".".join(platform.python_version().split(".")[:2]) not in _lock_pythons():
+        pytest.skip(f"Python {platform.python_version()}: the lock is not made for it")
+    installed = {_name(d.metadata["Name"]): d.version for d in distributions()}
+    differ = {name: (version, installed.get(name))
+              for name, version in _locked(platform.python_version()).items()
+              if installed.get(name) != version}
+    assert not differ, f"(locked, installed) differ: {differ}; run make setup-test"
+
+
 def test_setup_installs_the_lock_file_and_the_course_editable():
     setup = (ROOT / "scripts" / "setup.sh").read_text()
     assert "lock=requirements-lock.txt" in setup
     assert re.search(r'locked=\(-r "\$lock"\)', setup)
-    install = re.search(r'pip install -q \$\{locked\[@\]\+"\$\{locked\[@\]\}"\} -e "\.\[test\]"',
-                        setup)
-    assert install, "setup.sh must install the lock file and the course (editable) in one pip call"
+    assert re.search(r'pip install -q "\$@" \\\n\s+-e "\.\[test\]"', setup), \
+        "setup.sh must install the lock file and the course (editable) in one pip call"
+    assert 'install ${locked[@]+"${locked[@]}"}' in setup
     assert re.search(r'stamp=.*pyproject\.toml "\$lock"', setup), \
         "a changed lock file must trigger a reinstall"
     assert "COURSE_WHEELHOUSE" in setup and "PIP_NO_INDEX=1" in setup
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^lock:", makefile, flags=re.M) and "pip freeze" in makefile
+    assert re.search(r"^lock:", makefile, flags=re.M) and "uv pip compile" in makefile
