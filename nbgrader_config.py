@@ -7,7 +7,7 @@ Submissions, autograded notebooks, feedback and the gradebook (gradebook.db) sta
 from nbgrader.converters import GenerateAssignment, GenerateFeedback
 from nbgrader.preprocessors import ClearSolutions, GetGrades
 
-from course.grading import ClearSolutionsByCellLanguage, HideHiddenTests
+from course.grading import CELL_TIMEOUT, ClearSolutionsByCellLanguage, HideHiddenTests
 
 c = get_config()  # noqa: F821  (provided by nbgrader)
 
@@ -28,4 +28,4 @@ c.GenerateFeedback.preprocessors = [
 ]
 
 # a cell that runs longer than this is interrupted and loses its points (endless loops)
-c.Execute.timeout = 60
+c.Execute.timeout = CELL_TIMEOUT

@@ -3,9 +3,10 @@
 Everything a learner needs to run the lectures and do the exercises, and nothing more: the package,
 the lecture notebooks, the student versions of the exercises, the C and Fortran sources, the input
 files, the book, the set-up; no `solutions/` (nbgrader's source notebooks, with the solutions and
-the hidden tests), no `tests/`, no `.git`, no `nbgrader_config.py` (only nbgrader's instructor
-commands read it: the exercises run and check themselves without it). The instructors page keeps
-its answers between two markers; the copy of it says where they went instead.
+the hidden tests), no `tests/`, no `.git`, not the instructors' `nbgrader_config.py` (its course
+folders are theirs) but a learner's one that gives Validate the course's cell timeout. The
+instructors page keeps its answers between two markers; the copy of it says where they went
+instead.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ INSTRUCTORS_ONLY = re.compile(r"<!-- BEGIN INSTRUCTORS ONLY -->.*?<!-- END INSTR
 REMOVED_NOTE = ("<!-- the answers for instructors are not part of a learner copy "
                 "(python -m course dist learner) -->\n"
                 "*The answers for instructors are left out of this learner copy of the course.*")
+# nbgrader's settings on the learner's side: Validate reads them from the folder JupyterLab runs in
+LEARNER_NBGRADER_CONFIG = (
+    '"""nbgrader\'s settings for a learner: Validate interrupts a cell after the course\'s cell\n'
+    'timeout, as grading does (the instructors\' settings stay with them)."""\n'
+    "c = get_config()  # noqa: F821  (provided by nbgrader)\n"
+    "c.Execute.timeout = {timeout}\n")
 LEARNER_README = ("> This is a learner copy of the course, made by `python -m course dist learner`:"
                   " the exercises'\n> solutions, their hidden tests and the test suite stay with "
                   "the instructors.\n\n")
@@ -101,6 +108,9 @@ def _write(files: list[Path], target: Path, root: Path) -> None:
             dest.write_text(LEARNER_README + (root / rel).read_text())
         else:
             shutil.copy2(root / rel, dest)
+    from .grading import CELL_TIMEOUT
+
+    (target / "nbgrader_config.py").write_text(LEARNER_NBGRADER_CONFIG.format(timeout=CELL_TIMEOUT))
 
 
 def main(args) -> int:

@@ -18,6 +18,7 @@ import nbformat
 import pytest
 
 from course import dist
+from course.grading import CELL_TIMEOUT
 
 ROOT = Path(__file__).resolve().parent.parent
 HIDDEN = re.compile(r"BEGIN HIDDEN TESTS\n(.*?)\n[^\n]*END HIDDEN TESTS", re.S)
@@ -69,8 +70,11 @@ def leaks(copy: Path, secrets: dict[str, set[str]]) -> list[str]:
     """Every secret line in a file of `copy`, and every file that has no business there."""
     found = [f"{rel}: a file of solutions/, tests/ or .git" for rel in _texts(copy)
              if Path(rel).parts[0] in ("solutions", "tests", ".git")]
-    found += [f"{name}: present" for name in ("solutions", "tests", ".git", "nbgrader_config.py")
-              if (copy / name).exists()]
+    found += [f"{name}: present" for name in ("solutions", "tests", ".git") if (copy / name).exists()]
+    config = copy / "nbgrader_config.py"
+    if config.exists() and config.read_text() != dist.LEARNER_NBGRADER_CONFIG.format(
+            timeout=CELL_TIMEOUT):
+        found.append("nbgrader_config.py: not the learner's (the instructors' settings)")
     for rel, text in _texts(copy).items():
         # (course/grading.py and the instructors page name the markers: only regions count)
         if rel.endswith(".ipynb") and ("HIDDEN TESTS" in text or "BEGIN SOLUTION" in text):
@@ -128,6 +132,30 @@ def test_the_copy_has_every_lecture_and_exercise(copy):
         mine = sorted(p.relative_to(ROOT) for p in (ROOT / folder).rglob("*") if p.is_file())
         assert [rel for rel in mine if not (copy / rel).is_file()] == []
     assert not list(copy.rglob("__pycache__")) and not list(copy.rglob("*.egg-info"))
+
+
+def _validate_timeout(folder: Path) -> int:
+    """The cell timeout of nbgrader's Validate button for a JupyterLab started in `folder`: the
+    configuration loaded as its handler loads it (the server's folder first, then Jupyter's
+    configuration folders)."""
+    from jupyter_core.paths import jupyter_config_path
+    from nbgrader.apps import NbGrader
+    from nbgrader.preprocessors import Execute
+
+    app = NbGrader()
+    app.config_file_paths.append([str(folder)] + jupyter_config_path())
+    app.load_config_file()
+    return Execute(config=app.config).timeout
+
+
+@pytest.mark.parametrize("where", ["copy", "repository"])
+def test_validate_uses_the_course_cell_timeout(copy, where, monkeypatch):
+    """nbgrader's own default is 30 s; the slowest right check cells need more on a busy laptop,
+    and grading gives them CELL_TIMEOUT: Validate must too, in a learner copy and in the
+    repository (make lab runs JupyterLab in the top folder)."""
+    folder = copy if where == "copy" else ROOT
+    monkeypatch.chdir(folder)
+    assert _validate_timeout(folder) == CELL_TIMEOUT
 
 
 def test_the_toc_of_the_copy_finds_its_pages(copy):

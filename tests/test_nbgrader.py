@@ -15,14 +15,15 @@ from pathlib import Path
 
 import nbformat
 import pytest
+
+# seconds before nbgrader interrupts a cell: the course default (nbgrader_config.py). The broken
+# submissions' endless loops run this long; the slowest right cells take about 10 s on a quiet
+# machine, and more than 40 s were seen with the other pytest worker loading both cores
+from course.grading import CELL_TIMEOUT
 from nbgrader.api import Gradebook
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
-# seconds before nbgrader interrupts a cell: the course default (nbgrader_config.py). The broken
-# submissions' endless loops run this long; the slowest right cells take about 10 s on a quiet
-# machine, and more than 40 s were seen with the other pytest worker loading both cores
-CELL_TIMEOUT = 60
 
 pytestmark = pytest.mark.slow
 
