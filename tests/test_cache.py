@@ -154,7 +154,7 @@ def _as_user(name: str, shared: Path, tmp: Path, home: bool) -> str:
         ([f"HOME={shared / name}"] if home else [])
     done = subprocess.run(["runuser", "-u", name, "--", *env, "/usr/bin/python3",
                            str(shared / "probe.py"), str(shared)],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, cwd=shared)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -190,3 +190,66 @@ def test_cache_module_stands_alone():
     done = subprocess.run([sys.executable, "-I", "-c", "import runpy; runpy.run_path(%r)"
                            % str(ROOT / "course" / "cache.py")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+# --- the course's own kernels, installed read-only for several users ------------------------------
+
+_NATIVE_PROBE = textwrap.dedent("""
+    import os, sys
+    from course import native
+    shared = native.ROOT / "build" / "native" / "release"
+    folder = native.build_dir("release")
+    if folder == shared:
+        native.load("c").crs_matvec          # the shared library loads for this user
+    print(folder)
+""")
+
+
+@pytest.fixture(scope="module")
+def shared_course(tmp_path_factory):
+    """The course as a hub installs it: a copy owned by root, read-only to the users, with its
+    kernels built; a venv of Debian's Python (NumPy and Numba from the wheelhouse of make test)."""
+    wheelhouse = ROOT / "build" / "wheelhouse"
+    if os.geteuid() != 0 or shutil.which("runuser") is None or not wheelhouse.is_dir():
+        pytest.skip("needs root, runuser and build/wheelhouse (make setup-test makes it)")
+    if not (ROOT / "build" / "native" / "release" / "lib" / "libcourse_c.so").exists():
+        native.build("release")
+    top = Path(tempfile.mkdtemp(prefix="pfem-shared-", dir="/tmp"))
+    top.chmod(0o755)
+    files = subprocess.run(["git", "ls-files", "course", "src_c", "src_fortran", "CMakeLists.txt"],
+                           cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    for rel in files:                         # copy2: the sources keep their times
+        (top / "course" / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, top / "course" / rel)
+    shutil.copytree(ROOT / "build" / "native" / "release" / "lib",
+                    top / "course" / "build" / "native" / "release" / "lib")
+    subprocess.run(["/usr/bin/python3", "-m", "venv", str(top / "venv")], check=True)
+    subprocess.run([str(top / "venv" / "bin" / "python"), "-m", "pip", "install", "-q",
+                    "--no-index", "--find-links", str(wheelhouse), "numpy", "numba"],
+                   check=True, timeout=600)
+    subprocess.run(["chmod", "-R", "go-w,a+rX", str(top)], check=True)
+    yield top
+    shutil.rmtree(top)
+
+
+def _native_as(user: str, top: Path, home: Path) -> str:
+    env = ["env", "-i", f"HOME={home}", "PATH=/usr/bin:/bin", f"PYTHONPATH={top / 'course'}"]
+    done = subprocess.run(["runuser", "-u", user, "--", *env, str(top / "venv" / "bin" / "python"),
+                           "-c", _NATIVE_PROBE], capture_output=True, text=True, timeout=120,
+                          cwd=home)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_users_load_the_shared_build_and_never_build_into_it(two_users, shared_course):
+    (first, second), shared, tmp = two_users
+    build = shared_course / "course" / "build" / "native" / "release"
+    for name in (first, second):                 # up to date: every user loads root's build
+        assert _native_as(name, shared_course, shared / name) == str(build)
+    source = shared_course / "course" / "src_c" / "CMakeLists.txt"
+    os.utime(source)                             # the sources change, the build does not
+    folders = [_native_as(name, shared_course, shared / name) for name in (first, second)]
+    for name, folder in zip((first, second), folders):
+        assert folder.startswith(str(shared / name / ".cache" / "pfem-course" / "native")), folder
+    assert folders[0] != folders[1]
+    assert sorted(p.name for p in build.iterdir()) == ["lib"], "nothing was built into it"
