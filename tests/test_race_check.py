@@ -357,6 +357,31 @@ def test_missing_tools_raise_an_error_that_names_the_packages(monkeypatch):
         race_check.tools.cache_clear()
 
 
+def test_the_learners_check_cell_says_when_races_are_not_checked(monkeypatch, capsys, ell_files):
+    """Validate on a machine without the detector: the visible check neither fails nor passes in
+    silence; it says what is missing and that the grader checks."""
+    def missing():
+        raise race_check.RaceCheckUnavailable("clang is not installed: the race checks need ...")
+
+    monkeypatch.setattr(race_check, "tools", missing)
+    ran = race_check.where_available(race_check.check_ell_matvec_openmp,
+                                     ell_files["c", "shared"], "c")
+    said = capsys.readouterr().out
+    assert ran is False
+    assert said.startswith("NOT checked here for data races") and "clang is not installed" in said
+    assert "The grader checks them" in said and "macOS" in said
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_learners_check_cell_finds_the_race_where_it_can(lang, tools, ell_files, capsys):
+    with pytest.raises(AssertionError, match="data race"):
+        race_check.where_available(race_check.check_ell_matvec_openmp,
+                                   ell_files[lang, "shared"], lang)
+    assert race_check.where_available(race_check.check_ell_matvec_openmp,
+                                      ell_files[lang, "ok"], lang) is True
+    assert "no data race found" in capsys.readouterr().out
+
+
 def test_arguments_are_written_as_the_driver_reads_them(tmp_path):
     codes, values = race_check._signature([3, np.arange(3), 1.5, np.ones(2, dtype=np.float32)])
     assert codes == ["i", "I", "d", "D"]
