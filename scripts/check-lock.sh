@@ -31,7 +31,8 @@ for python in "${pythons[@]}"; do
            >>"$log" 2>&1; then
         echo "check-lock: Python $version ($python): the lock installs"
     else
-        echo "check-lock: Python $version ($python): the lock does NOT install: $(grep -m1 -E 'ERROR|Error' "$log" || tail -n 1 "$log")"
+        echo "check-lock: Python $version ($python): the lock does NOT install or import:" \
+             "$(grep -m1 '^ERROR' "$log" || tail -n 1 "$log")"
         failed=1
     fi
     rm -rf "$venv"
