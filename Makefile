@@ -8,6 +8,7 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 help:
 	@echo "make book    set up, compile the kernels, execute the lectures, write the HTML book"
 	@echo "make test    the whole test suite"
+	@echo "make clean-root  make book in a fresh Debian 12 root with its own Python, check the book (root)"
 	@echo "make serve   the built book at http://127.0.0.1:8000 (search with snippets)"
 	@echo "make lab     JupyterLab on the course (localhost, with a token)"
 	@echo "make doctor  check compilers, OpenMP, MPI, cores"
@@ -95,3 +96,11 @@ lab: setup
 
 clean:
 	rm -rf build
+
+# The proof that `make book` works on a new machine: a fresh Debian 12 root (debootstrap, minbase
+# plus make and git), the repository copied in, the README's `make book` there as root with Debian's
+# own Python, then the book checked by tests/test_book.py. Root on Debian 12; about 10-15 minutes;
+# the root stays in /var/tmp/course-clean-root until the next run (scripts/clean-root.sh --remove).
+.PHONY: clean-root
+clean-root: setup-test
+	bash scripts/clean-root.sh

@@ -87,6 +87,10 @@ else
     done
 fi
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+# mpi4py is compiled against the MPI library here: it needs Python's C headers (Debian's python3
+# comes without them)
+python3 -c 'import os, sysconfig; assert os.path.exists(sysconfig.get_paths()["include"] + "/Python.h")' \
+    2>/dev/null || missing+=(python3-dev)
 
 if [ "${#missing[@]}" -gt 0 ]; then
     pkgs=$(for c in "${missing[@]}"; do apt_pkg "$c"; done | sort -u | tr '\n' ' ')
@@ -152,16 +156,27 @@ if [ ! -f "$stamp" ]; then
         locked=()
     fi
     # mpi4py is compiled from source against the MPI library of `mpicc` (the one mpiexec belongs to)
+    # (pip's messages are kept: a lock that does not fit this Python is told from a failed build)
+    pip_log=$(mktemp)
     install() {
+        local status=0
         MPICC=$(command -v mpicc) PIP_NO_BINARY=mpi4py "$venv/bin/python" -m pip install -q "$@" \
-            -e ".[test]"
+            -e ".[test]" 2>"$pip_log" || status=$?
+        cat "$pip_log" >&2
+        return "$status"
     }
     if ! install ${locked[@]+"${locked[@]}"}; then
-        if [ "${#locked[@]}" -eq 0 ] || [ "${COURSE_LOCK:-}" = 1 ]; then exit 1; fi
-        say "the locked versions do not install here (pip's message above): installing the newest"
-        say "versions pyproject.toml allows instead"
+        if [ "${#locked[@]}" -eq 0 ] || [ "${COURSE_LOCK:-}" = 1 ] ||
+           ! grep -q -E "No matching distribution|Could not find a version|ResolutionImpossible" \
+               "$pip_log"; then
+            rm -f "$pip_log"
+            exit 1
+        fi
+        say "the locked versions do not install on this Python (pip's message above): installing"
+        say "the newest versions pyproject.toml allows instead"
         install
     fi
+    rm -f "$pip_log"
     rm -f "$venv"/.installed-*
     touch "$stamp"
 fi

@@ -1,6 +1,9 @@
 """The book: builds with every lecture executed and warnings as errors, and opens offline in a real
 browser (Debian's Chromium driven by Playwright) with the math rendered, every image loaded and no
-console errors."""
+console errors.
+
+COURSE_BOOK_HTML=DIR checks a book built elsewhere instead of building one (DIR: its `_build/html`
+folder; scripts/clean-root.sh uses it on the book that `make book` wrote in a fresh Debian root)."""
 
 import os
 import re
@@ -13,7 +16,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "test-artifacts"
+GIVEN_BOOK = os.environ.get("COURSE_BOOK_HTML")           # a book built elsewhere, to check only
+ARTIFACTS = ROOT / "test-artifacts" / ("given-book" if GIVEN_BOOK else "")
 LECTURE_PAGES = sorted(f"notebooks/{p.stem}.html" for p in (ROOT / "notebooks").glob("*.ipynb"))
 
 pytestmark = pytest.mark.slow
@@ -21,7 +25,12 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def book(tmp_path_factory) -> Path:
-    """Build the book into a temporary folder, executing every notebook afresh (no cache)."""
+    """Build the book into a temporary folder, executing every notebook afresh (no cache); or,
+    with COURSE_BOOK_HTML, the book that is already there."""
+    if GIVEN_BOOK:
+        html = Path(GIVEN_BOOK).resolve()
+        assert (html / "index.html").is_file(), f"COURSE_BOOK_HTML={GIVEN_BOOK}: no index.html there"
+        return html
     tmp = tmp_path_factory.mktemp("book")
     config = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
     config["execute"]["execute_notebooks"] = "force"
@@ -93,7 +102,7 @@ def _chromium() -> str:
 def test_page_renders_offline_in_a_browser(book, page):
     from playwright.sync_api import sync_playwright
 
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     errors, remote_requests = [], []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])

@@ -18,7 +18,9 @@ case "$*" in
     "-m pip install -q --upgrade pip") exit 0 ;;
     "-m pip install"*)
         echo "$*" >> "$PIP_LOG"
-        if [ -n "${FAIL_LOCK:-}" ] && [[ "$*" == *" -r "* ]]; then
+        if [ "${FAIL_LOCK:-}" = build ]; then
+            echo "src/mpi4py/MPI.c: fatal error: Python.h: No such file or directory" >&2; exit 1
+        elif [ -n "${FAIL_LOCK:-}" ] && [[ "$*" == *" -r "* ]]; then
             echo "ERROR: No matching distribution found for soupsieve==4.1.3" >&2; exit 1
         fi
         exit 0 ;;
@@ -55,7 +57,7 @@ def repo(tmp_path):
                     "lscpu"):
         _executable(shims / command, "#!/bin/sh\nexit 0\n")
     _executable(shims / "id", "#!/bin/sh\necho 1000\n")      # not root: no apt-get
-    _executable(shims / "python3", FAKE_PYTHON3)
+    _executable(shims / "python3", FAKE_PYTHON3)                # (it has venv and Python.h)
     _executable(shims / "venv-python", FAKE_VENV_PYTHON)
     return copy, shims
 
@@ -98,7 +100,15 @@ def test_a_lock_that_does_not_install_falls_back_and_says_so(repo):
     assert done.returncode == 0, done.stdout + done.stderr
     assert installs == ["-m pip install -q -r requirements-lock.txt -e .[test]",
                         "-m pip install -q -e .[test]"], installs
-    assert "the locked versions do not install here" in done.stdout
+    assert "the locked versions do not install on this Python" in done.stdout
+
+
+def test_a_failed_build_is_no_reason_to_leave_the_lock(repo):
+    """mpi4py that does not compile (no Python.h) fails the same with any version: set-up stops
+    with pip's message instead of trying again without the lock."""
+    done, installs = _setup(repo, "3.11", FAIL_LOCK="build")
+    assert done.returncode != 0 and len(installs) == 1, installs
+    assert "Python.h" in done.stderr and "do not install on this Python" not in done.stdout
 
 
 def test_insisting_on_the_lock_fails_where_it_does_not_install(repo):
