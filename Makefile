@@ -84,11 +84,14 @@ lock: setup
 
 # Everything pip needs to set up the course without an index, for the Python and platform of this
 # machine (WHEELHOUSE_PYTHON=/usr/bin/python3 for another Python of it): the locked packages,
-# mpi4py's source and the build tools. Then: COURSE_WHEELHOUSE=wheelhouse make setup
+# mpi4py's source and the build tools, and (where npm is) the JupyterHub proxy's npm packages.
+# Then: COURSE_WHEELHOUSE=wheelhouse make setup, or python -m course hub setup --wheelhouse ...
 WHEELHOUSE ?= wheelhouse
 WHEELHOUSE_PYTHON ?= $(PY)
 wheelhouse: setup
 	bash scripts/wheelhouse.sh $(WHEELHOUSE) $(WHEELHOUSE_PYTHON)
+	@if command -v npm >/dev/null; then $(PY) -m course hub download $(WHEELHOUSE); \
+	else echo "wheelhouse: no npm here, so no JupyterHub proxy in it (python -m course hub download)"; fi
 
 lab: setup
 	jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) \

@@ -617,6 +617,9 @@ def parser() -> argparse.ArgumentParser:
     di.add_argument("kind", choices=["learner"], help="the kind of copy")
     di.add_argument("dir", metavar="DIR", help="a new or empty folder")
     di.set_defaults(run=_dist)
+
+    from . import hub                           # (standard library only: light)
+    hub.add_parser(sub)
     return p
 
 

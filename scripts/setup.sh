@@ -69,9 +69,10 @@ optional=(fftw3.h)
 if [ "$want_grader" = 1 ]; then
     needed+=(munged slurmctld slurmd sbatch clang clang-openmp clang-tsan llvm-symbolizer numactl)
 fi
-# the tests also need a browser for the book, and FFTW for the pencil-FFT programs
+# the tests also need a browser for the book, FFTW for the pencil-FFT programs, and npm for the
+# proxy of the JupyterHub classroom
 if [ "$want_test" = 1 ]; then
-    needed+=(chromium fftw3.h)
+    needed+=(chromium fftw3.h npm)
     optional=()
 fi
 
@@ -200,8 +201,9 @@ if [ -n "$problem" ]; then
     fi
 fi
 # the tests set up a classroom and a new machine offline, with Debian's own Python: a wheelhouse
-# for it (reused while the lock is unchanged)
+# for it (reused while the lock is unchanged), with the hub's proxy from npm
 if [ "$want_test" = 1 ] && [ -x /usr/bin/python3 ] && [ -z "${COURSE_WHEELHOUSE:-}" ]; then
     bash scripts/wheelhouse.sh build/wheelhouse /usr/bin/python3
+    [ -d build/wheelhouse/npm-cache ] || "$venv/bin/python" -m course hub download build/wheelhouse
 fi
 say "ready ($venv)"

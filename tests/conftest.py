@@ -35,7 +35,7 @@ def pytest_configure(config):
 # The longest test files, longest first (minutes each: the nbgrader round trips, the book build,
 # the sanitizer rerun). Under pytest-xdist with --dist loadfile (make test) each goes to a worker
 # of its own early, instead of one of them starting last and running alone at the end.
-LONGEST_FIRST = ("test_nbgrader.py", "test_book.py", "test_sanitize.py")
+LONGEST_FIRST = ("test_nbgrader.py", "test_book.py", "test_sanitize.py", "test_hub.py")
 
 
 def pytest_collection_modifyitems(config, items):
