@@ -260,7 +260,12 @@ def test_parallel_assembly_gives_the_serial_rows(partitioned, lang):
         mine = scipy_rows(rows, loc, MESH.n_node)
         expected = serial[loc.global_ids[:n]]
         assert (mine != expected).nnz == 0, f"rank {loc.rank}: rows differ"
-        assert np.array_equal(local_rhs[:n], rhs[loc.global_ids[:n]])
+        if lang == "numpy":
+            # NumPy's einsum hands the load vectors of a chunk of elements to BLAS, whose kernel
+            # (OPENBLAS_CORETYPE) may round a chunk of another size differently in the last bit
+            np.testing.assert_allclose(local_rhs[:n], rhs[loc.global_ids[:n]], rtol=4e-16, atol=0)
+        else:
+            assert np.array_equal(local_rhs[:n], rhs[loc.global_ids[:n]])
 
 
 def scipy_rows(rows, loc, n_node):

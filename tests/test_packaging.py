@@ -148,11 +148,15 @@ def test_the_lock_is_what_this_venv_runs():
     """The tests run with the lock's versions for this Python (setup.sh installs them), so the
     lock is what the tests passed with."""
     import platform
+    import sysconfig
     from importlib.metadata import distributions
 
     if ".".join(platform.python_version().split(".")[:2]) not in _lock_pythons():
         pytest.skip(f"Python {platform.python_version()}: the lock is not made for it")
-    installed = {_name(d.metadata["Name"]): d.version for d in distributions()}
+    # the venv's own packages (not the copies setuptools vendors and puts on sys.path once
+    # imported: its importlib_metadata, platformdirs, wheel, zipp)
+    site = sorted({sysconfig.get_paths()[key] for key in ("purelib", "platlib")})
+    installed = {_name(d.metadata["Name"]): d.version for d in distributions(path=site)}
     differ = {name: (version, installed.get(name))
               for name, version in _locked(platform.python_version()).items()
               if installed.get(name) != version}

@@ -99,9 +99,11 @@ def test_pcg_is_the_course_cg():
 
 
 def test_residual_replacement_closes_the_pipelined_gap():
-    """Run far past convergence: the true residual of pipelined CG stalls far above PCG's (and
-    above its own recursive residual); replacing the recurrences every 20 iterations brings it
-    down towards PCG's."""
+    """Run far past convergence: the true residual of pipelined CG stalls far above PCG's and far
+    above its own recursive residual (the solver believes a lie); replacing the recurrences every
+    20 iterations keeps the two equal. (How low the true residual then stalls depends on the
+    rounding of the BLAS kernels: with OpenBLAS's Haswell kernels on an AMD EPYC, replacement left
+    it higher than without, so that is not asserted.)"""
     a, b = model_system(16, 12, 10)
     dinv = solvers.jacobi(a)
     matvec = lambda v: matvec_numpy(a.row_ptr, a.col_idx, a.val, v)   # noqa: E731
@@ -116,7 +118,8 @@ def test_residual_replacement_closes_the_pipelined_gap():
     assert pcg.true_residuals[-1] < 1e-12
     assert plain.true_residuals[-1] > 20 * pcg.true_residuals[-1]        # accuracy lost
     assert plain.true_residuals[-1] > 20 * plain.residuals[-1]           # the gap
-    assert replaced.true_residuals[-1] < 0.2 * plain.true_residuals[-1]
+    gap = np.array(replaced.true_residuals) / np.array(replaced.residuals[1:])
+    assert np.all((gap[-100:] > 0.5) & (gap[-100:] < 2)), "replacement: true = recursive"
 
 
 @pytest.mark.parametrize("call, message", [
