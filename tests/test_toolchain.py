@@ -49,9 +49,26 @@ def test_usable_cores_is_the_affinity_mask(no_job):
     assert cores_in_subprocess(str(first)) == 1
 
 
-def test_slurm_cpus_per_task_caps_a_wider_mask(no_job):
+@pytest.fixture
+def wide_mask():
+    """This process on every CPU of the machine for the test: an OpenMP runtime started earlier in
+    the same test worker under OMP_PLACES/OMP_PROC_BIND (another test's) binds the worker's thread
+    to one CPU, which would skip the test instead of running it."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs a machine with at least 2 CPUs")
+    saved = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, range(os.cpu_count()))
+    except OSError:                          # a cpuset that grants fewer CPUs than the machine has
+        pass
     if mask_size() < 2:
+        os.sched_setaffinity(0, saved)
         pytest.skip("needs at least 2 CPUs in the affinity mask")
+    yield
+    os.sched_setaffinity(0, saved)
+
+
+def test_slurm_cpus_per_task_caps_a_wider_mask(no_job, wide_mask):
     no_job.setenv("SLURM_CPUS_PER_TASK", "1")
     assert toolchain.usable_cores() == 1
     no_job.setenv("SLURM_CPUS_PER_TASK", str(mask_size() + 7))     # the mask is the smaller
