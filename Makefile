@@ -13,7 +13,7 @@ help:
 	@echo "make lab     JupyterLab on the course (localhost, with a token)"
 	@echo "make doctor  check compilers, OpenMP, MPI, cores"
 	@echo "make grader  set up a machine that grades the exercises (race detector, local Slurm)"
-	@echo "make lock    refresh requirements-lock.txt from the packages in .venv"
+	@echo "make lock    resolve requirements-lock.txt again for Python 3.10-3.13 and check it"
 	@echo "make wheelhouse  download every locked package into wheelhouse/ (offline workshops)"
 	@echo "make clean   remove build outputs (keeps .venv)"
 
