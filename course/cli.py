@@ -45,16 +45,17 @@ def _doctor_grading(args) -> int:
     from . import grading
 
     found = grading.readiness()
+    cannot = any(verdict == "no" for verdict, _ in found.values())
     if args.json:
         print(json.dumps({key: {"grades": verdict, "reason": reason}
                           for key, (verdict, reason) in found.items()}, indent=2))
     else:
         for key, (verdict, reason) in found.items():
             print(f"{key:<11} grades {verdict}" + (f": {reason}" if reason else ""))
-        if any(verdict == "no" for verdict, _ in found.values()):
+        if cannot:
             print("to grade every exercise: make grader (root on Debian/Ubuntu), or install what "
                   "is named above")
-    return 1 if any(verdict == "no" for verdict, _ in found.values()) else 0
+    return 1 if cannot else 0
 
 
 def _build(args) -> int:

@@ -9,6 +9,7 @@ Solution regions in such cells are delimited by comments: `/* ### BEGIN SOLUTION
 """
 
 import re
+import shutil
 from pathlib import PurePath
 
 from nbgrader.preprocessors import ClearSolutions, NbGraderPreprocessor
@@ -60,15 +61,11 @@ class HideHiddenTests(NbGraderPreprocessor):      # (nbgrader's: enabled by defa
 # loops), in autograding and in a learner's Validate alike (nbgrader_config.py, the learner copy's)
 CELL_TIMEOUT = 60
 
-EXERCISES = ("01_fem1d", "02_fem3d", "03_iccg", "04_openmp", "05_halo", "06_pipecg", "07_cluster")
-
 
 def readiness() -> dict[str, tuple[str, str]]:
     """For each exercise, (verdict, reason): "fully" (every hidden check can run here), "partly"
     (one check is replaced by a weaker one, the reason says which), or "no" (checks would fail for
     a missing tool, and right answers lose points: the reason says what to install)."""
-    import shutil
-
     from . import race_check, toolchain
     from .cluster import local_slurm
 

@@ -654,16 +654,21 @@ def start(args) -> int:
     return 0
 
 
+def _stop_left_over(layout: Layout) -> int:
+    """Stop what still runs a program of the prefix (TERM, then KILL); the number of those."""
+    left = prefix_processes(layout)
+    _signal(left, signal.SIGTERM)
+    _signal(_wait_gone(left, 15), signal.SIGKILL)
+    return len(left)
+
+
 def _stop_hub(layout: Layout, pid: int) -> int:
     """SIGTERM: the hub stops the users' servers and the proxy; what is left of the prefix's
     programs after that is stopped too. The number of those."""
     _signal([pid], signal.SIGTERM)
     if _wait_gone([pid], 60):
         _signal([pid], signal.SIGKILL)
-    left = prefix_processes(layout)
-    _signal(left, signal.SIGTERM)
-    _signal(_wait_gone(left, 15), signal.SIGKILL)
-    return len(left)
+    return _stop_left_over(layout)
 
 
 def stop(args) -> int:
@@ -671,12 +676,8 @@ def stop(args) -> int:
     if os.geteuid() != 0:
         raise RuntimeError("hub stop needs root")
     pid = hub_pid(layout)
-    if pid is None:
-        left = prefix_processes(layout)       # servers left over by a hub that was killed
-        _signal(left, signal.SIGTERM)
-        _signal(_wait_gone(left, 15), signal.SIGKILL)
-    else:
-        left = _stop_hub(layout, pid)
+    # without a hub: servers left over by a hub that was killed
+    left = _stop_left_over(layout) if pid is None else _stop_hub(layout, pid)
     layout.pid_file.unlink(missing_ok=True)
     if pid is None and not left:
         _say("not running")

@@ -159,6 +159,7 @@ if [ ! -f "$stamp" ]; then
     # mpi4py is compiled from source against the MPI library of `mpicc` (the one mpiexec belongs to)
     # (pip's messages are kept: a lock that does not fit this Python is told from a failed build)
     pip_log=$(mktemp)
+    trap 'rm -f "$pip_log"' EXIT
     install() {
         local status=0
         MPICC=$(command -v mpicc) PIP_NO_BINARY=mpi4py "$venv/bin/python" -m pip install -q "$@" \
@@ -170,14 +171,12 @@ if [ ! -f "$stamp" ]; then
         if [ "${#locked[@]}" -eq 0 ] || [ "${COURSE_LOCK:-}" = 1 ] ||
            ! grep -q -E "No matching distribution|Could not find a version|ResolutionImpossible" \
                "$pip_log"; then
-            rm -f "$pip_log"
             exit 1
         fi
         say "the locked versions do not install on this Python (pip's message above): installing"
         say "the newest versions pyproject.toml allows instead"
         install
     fi
-    rm -f "$pip_log"
     rm -f "$venv"/.installed-*
     touch "$stamp"
 fi
