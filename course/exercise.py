@@ -119,14 +119,38 @@ def reference(function):
     return copy.__get__(function.__self__) if hasattr(function, "__func__") else copy
 
 
+def _functions_in(target) -> list:
+    """The functions a module or a class defines (a class: its methods, static and class methods
+    included, and __init__ and __call__; a module: its functions and its classes' methods); a
+    function is itself."""
+    if isinstance(target, types.ModuleType):
+        found = []
+        for value in vars(target).values():
+            if getattr(value, "__module__", None) != target.__name__:
+                continue                    # imported from elsewhere
+            if isinstance(value, type):
+                found += _functions_in(value)
+            elif callable(value) and hasattr(getattr(value, "py_func", value), "__code__"):
+                found.append(value)
+        return found
+    if isinstance(target, type):
+        return [getattr(target, name) for name, value in vars(target).items()
+                if isinstance(getattr(value, "__func__", value), types.FunctionType)
+                and (not name.startswith("__") or name in ("__init__", "__call__"))]
+    return [target]
+
+
 @contextlib.contextmanager
 def references_blocked(*functions):
     """While the learner's code runs, these course functions raise ReferenceUsed, however the
     learner reached them: by module attribute (fem.fem1d_element), imported by name (from
-    course.fem import fem1d_element), or as a method (sparse.ELL.from_crs). A submission that
-    returns the course's own answer then fails the check instead of scoring its points. So does
-    `reference` itself (and so course_versions): an unblocked copy is for the checks only."""
+    course.fem import fem1d_element), or as a method (sparse.ELL.from_crs). A module or a class
+    stands for every function it defines, private helpers included: a learner who reaches behind
+    the front door (Halo._update_p2p) is stopped too. A submission that returns the course's own
+    answer then fails the check instead of scoring its points. So does `reference` itself (and so
+    course_versions): an unblocked copy is for the checks only."""
     saved = []
+    functions = list(dict.fromkeys(f for target in functions for f in _functions_in(target)))
     try:
         for function in (*functions, reference):
             # a method's function; a Numba dispatcher's Python function (for its name)
