@@ -16,7 +16,9 @@ matrices colored by the course (expected values from the NumPy reference, SciPy'
 solves), must give the same z bit for bit with every number of threads, and, at grading time, runs
 once under ThreadSanitizer + Archer and under the OMPT work count (course.race_check): a sweep that
 ignores the colors, shares out the colors instead of the rows, or drops the barrier between two
-colors races; one with num_threads(1) runs serially.
+colors races; one with num_threads(1) runs serially; one with a `parallel for` per color and
+sweep is right and race-free, but opens 2 ncolor parallel regions per call where the task asks for
+one (the region count of the work check).
 """
 
 from __future__ import annotations
@@ -362,14 +364,18 @@ def check_ic0_apply(source, lang: str, cases: list[Colored], threads=(1, 2, 3, 4
 
 
 def check_ic0_apply_openmp(source, lang: str, threads: int = 2, timeout: float = 20.0) -> None:
-    """The learner's ic0_apply shares the rows of each color among the threads (OMPT) and has no
-    data race (ThreadSanitizer + Archer), on a random matrix of 240 unknowns colored with K = 5."""
+    """The learner's ic0_apply opens one parallel region per call (not one per color and sweep),
+    shares the rows of each color among the threads (OMPT) and has no data race (ThreadSanitizer
+    + Archer), on a random matrix of 240 unknowns colored with K = 5."""
     from . import race_check
 
     case = colored(random_graph(240, 4.0, 331), "mc", 5, 41)
+    loop = "`#pragma omp for`" if lang == "c" else "`!$omp do`"
     race_check.check_openmp_kernel(
         source, lang, "ic0_apply", case.args(lang), names=APPLY_NAMES, threads=threads,
-        timeout=timeout,
+        timeout=timeout, regions=1,
+        region_advice=f"In that region, every thread runs the loops over the colors of both "
+                      f"sweeps, and {loop} shares the rows of each color.",
         hint="the rows of one color may run at the same time, but a color may start only when "
              "the colors it reads are done: one worksharing loop per color, with its implied "
              "barrier (no nowait), inside the loop over the colors")

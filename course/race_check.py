@@ -23,7 +23,10 @@ values), a reset of a shared scalar done by every thread. A kernel made serial w
   gfortran computes the rows of a thread of a schedule(static) loop inline, from
   omp_get_num_threads() and omp_get_thread_num(): the driver counts each thread's calls of
   omp_get_num_threads() as its loops (the file is compiled at -O0 for this run, where gfortran
-  calls it once per loop; iterations: unknown).
+  calls it once per loop; iterations: unknown). The tool also counts the outermost regions of the
+  call, all of them (gfortran's GOMP_parallel goes through libomp: counted alike): a kernel whose
+  task is ONE parallel region (the CG of 04, the colored substitution of 03) but that opens one
+  per loop is right and race-free, and only this count tells (check_work_sharing(regions=1)).
 
     races = data_races("ell_matvec.c", "c", "ell_matvec", [n, d, item, amat, x, y])
     assert not races, race_message(races, "ell_matvec.c")
@@ -287,7 +290,7 @@ _WORK_TOOL = r"""
 #define MAX_REGIONS 4096
 #define MAX_THREADS 64
 
-static int n_regions, overflow;
+static int n_regions, overflow, n_outermost;
 static unsigned requested[MAX_REGIONS], team[MAX_REGIONS], level[MAX_REGIONS];
 static int loops[MAX_REGIONS][MAX_THREADS], unknown[MAX_REGIONS][MAX_THREADS];
 static long long iters[MAX_REGIONS][MAX_THREADS], trips[MAX_REGIONS];
@@ -299,6 +302,10 @@ static void parallel_begin(ompt_data_t *encountering, const ompt_frame_t *frame,
 {
     int r = __atomic_fetch_add(&n_regions, 1, __ATOMIC_RELAXED);
     parallel->value = (uint64_t)r;
+    /* outermost: met by the initial task (value 0), not by a thread of a region; counted past
+     * the end of the tables too */
+    if (!encountering || !encountering->value)
+        __atomic_fetch_add(&n_outermost, 1, __ATOMIC_RELAXED);
     if (r >= MAX_REGIONS) {
         overflow = 1;
         return;
@@ -436,7 +443,7 @@ void course_work_report(const char *path)
     if (out == NULL)
         return;
     int n = n_regions < MAX_REGIONS ? n_regions : MAX_REGIONS;
-    fprintf(out, "regions %d overflow %d\n", n_regions, overflow);
+    fprintf(out, "regions %d overflow %d outermost %d\n", n_regions, overflow, n_outermost);
     for (int r = 0; r < n; r++) {
         unsigned t = team[r] < MAX_THREADS ? team[r] : MAX_THREADS;
         fprintf(out, "region %d level %u requested %u team %u trips %lld\n", r, level[r],
@@ -448,6 +455,9 @@ void course_work_report(const char *path)
     fclose(out);
 }
 """
+
+# the size of the tool's per-region table (regions past it are counted, not described)
+MAX_REGIONS = int(re.search(r"#define MAX_REGIONS (\d+)", _WORK_TOOL).group(1))
 
 
 def _signature(args: list) -> tuple[list[str], list[np.ndarray]]:
@@ -753,18 +763,30 @@ class WorkReport:
     threads that ran it (team_sizes), per thread the worksharing loops it began
     (loops_per_thread) and the iterations it got (iterations_per_thread; None for a region where
     they are not known: gfortran's static schedules, dynamic ones), and the largest trip count of
-    the region's loops as the runtime saw them (trip_counts; 0 if none seen)."""
+    the region's loops as the runtime saw them (trip_counts; 0 if none seen). These lists stop
+    at the tool's table of MAX_REGIONS regions; `regions` counts every outermost region the call
+    opened (None where the report does not say: then len(team_sizes))."""
     team_sizes: list[int]
     loops_per_thread: list[list[int]]
     iterations_per_thread: list[list[int] | None]
     trip_counts: list[int] = field(default_factory=list)
     requested: list[int] = field(default_factory=list)
+    regions: int | None = None
+
+    @property
+    def region_count(self) -> int:
+        """The outermost parallel regions of the call, all of them."""
+        return len(self.team_sizes) if self.regions is None else self.regions
 
 
 def _parse_work(text: str) -> WorkReport:
     report = WorkReport([], [], [], [], [])
     regions, unknown = {}, {}
     for line in text.splitlines():
+        m = re.match(r"regions \d+ overflow \d+ outermost (\d+)", line)
+        if m:
+            report.regions = int(m.group(1))
+            continue
         m = re.match(r"region (\d+) level (\d+) requested (\d+) team (\d+) trips (-?\d+)", line)
         if m:
             r, level, req, team, trips = map(int, m.groups())
@@ -810,13 +832,37 @@ def work_sharing(source: str | Path, lang: str, kernel: str, args: list, threads
     return _parse_work(files["work.txt"])
 
 
-def work_problems(report: WorkReport, lang: str, kernel: str, threads: int) -> list[str]:
-    """What is wrong with the sharing of the work in `report` (empty: nothing)."""
+def region_problem(count: int, lang: str, kernel: str, threads: int, advice: str = "") -> str:
+    """The message for a kernel that opened `count` (> 1) outermost parallel regions in one call
+    where its task asks for one; `advice`: a sentence on what runs inside that one region."""
+    if lang == "c":
+        how = ("`#pragma omp parallel` followed by a block `{ ... }`", "`#pragma omp for`",
+               "`#pragma omp parallel for`")
+    else:
+        how = ("`!$omp parallel` ... `!$omp end parallel`", "`!$omp do` ... `!$omp end do`",
+               "`!$omp parallel do`")
+    return (f"{kernel} opened {count} parallel regions in one call (OMP_NUM_THREADS={threads}), "
+            f"where the task asks for one. Every parallel region is a fork and a join: the "
+            f"threads are woken up at its start, and all of them wait for the last one at its end. "
+            f"That cost does not shrink with the loop (lecture 04_openmp, part 3: \"What a "
+            f"parallel region costs\"), and {count} regions pay it {count} times. Open one region, "
+            f"{how[0]}, around all of the kernel's loops, and share each loop inside it with "
+            f"{how[1]} instead of {how[2]} (the implied barrier at the end of each worksharing "
+            f"loop keeps the steps in order)." + (f" {advice}" if advice else ""))
+
+
+def work_problems(report: WorkReport, lang: str, kernel: str, threads: int,
+                  regions: int | None = None, region_advice: str = "") -> list[str]:
+    """What is wrong with the sharing of the work in `report` (empty: nothing). regions: the
+    number of outermost parallel regions the task asks for in one call (None: any number);
+    region_advice: what to do inside that one region (see region_problem)."""
     loop = ("`#pragma omp parallel for`, or `#pragma omp for` inside the parallel region"
             if lang == "c" else "`!$omp parallel do`, or `!$omp do` inside the parallel region")
     if not report.team_sizes:
         return [f"{kernel} opens no parallel region: share the rows among the threads with {loop}"]
     problems = []
+    if regions is not None and report.region_count != regions:
+        problems.append(region_problem(report.region_count, lang, kernel, threads, region_advice))
     for k, size in enumerate(report.team_sizes):
         region = "its parallel region" if len(report.team_sizes) == 1 else \
             f"its parallel region number {k + 1}"
@@ -846,15 +892,18 @@ def work_problems(report: WorkReport, lang: str, kernel: str, threads: int) -> l
 
 
 def check_work_sharing(source: str | Path, lang: str, kernel: str, args: list,
-                       threads: int = 2, timeout: float = 20.0,
-                       returns_int: bool = False) -> WorkReport:
+                       threads: int = 2, timeout: float = 20.0, returns_int: bool = False,
+                       regions: int | None = None, region_advice: str = "",
+                       most: int = 3) -> WorkReport:
     """work_sharing(), raising AssertionError with a message for the learner if the kernel does
-    not share its work among `threads` threads; returns the report."""
+    not share its work among `threads` threads, or (regions) opens another number of outermost
+    parallel regions per call (the first `most` problems are named); returns the report."""
     report = work_sharing(source, lang, kernel, args, threads=threads, timeout=timeout,
                           returns_int=returns_int)
-    problems = work_problems(report, lang, kernel, int(threads))
+    problems = work_problems(report, lang, kernel, int(threads), regions, region_advice)
     if problems:
-        raise AssertionError("; ".join(problems))
+        more = [f"and {len(problems) - most} more"] if len(problems) > most else []
+        raise AssertionError("; ".join(problems[:most] + more))
     return report
 
 
@@ -903,11 +952,13 @@ def where_available(check, *args, **kwargs) -> bool:
 
 def check_openmp_kernel(source: str | Path, lang: str, kernel: str, args: list, names=None,
                         returns_int: bool = False, threads: int = 2, hint: str = HINT_GENERAL,
-                        timeout: float = 20.0) -> None:
-    """Both checks: the work is shared among `threads` threads (check_work_sharing), and TSan
-    sees no data race (check_no_races). Raises AssertionError with a message for the learner."""
+                        timeout: float = 20.0, regions: int | None = None,
+                        region_advice: str = "") -> None:
+    """Both checks: the work is shared among `threads` threads (check_work_sharing; with
+    `regions`, in that many outermost parallel regions per call), and TSan sees no data race
+    (check_no_races). Raises AssertionError with a message for the learner."""
     check_work_sharing(source, lang, kernel, args, threads=threads, timeout=timeout,
-                       returns_int=returns_int)
+                       returns_int=returns_int, regions=regions, region_advice=region_advice)
     check_no_races(source, lang, kernel, args, threads=threads, timeout=timeout,
                    returns_int=returns_int, names=names, hint=hint)
 
@@ -921,7 +972,12 @@ def check_ell_matvec_openmp(source: str | Path, lang: str, threads: int = 2,
 
 def check_cg_openmp(source: str | Path, lang: str, kernel: str = "cg_single_region",
                     threads: int = 2, timeout: float = 20.0) -> None:
-    """The learner's CG in one parallel region runs on `threads` threads, shares its loops, and
-    has no data race."""
+    """The learner's CG opens one parallel region per call (the subject of the task: one fork
+    and one join for the whole solve), runs it on `threads` threads, shares its loops, and has no
+    data race."""
+    single = "`#pragma omp single`" if lang == "c" else "`!$omp single` ... `!$omp end single`"
     check_openmp_kernel(source, lang, kernel, cg_args(lang), names=CG_NAMES, returns_int=True,
-                        threads=threads, hint=HINT_GENERAL, timeout=timeout)
+                        threads=threads, hint=HINT_GENERAL, timeout=timeout, regions=1,
+                        region_advice="Every thread runs the whole solve in that region, the "
+                        f"iteration loop included, and the statements between the loops go into "
+                        f"{single}.")

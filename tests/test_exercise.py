@@ -280,6 +280,27 @@ def test_a_wrong_cg_fails_with_a_clear_message(tmp_path, old, new, message):
                                     threads=(1, 2), repeat=3, timeout=3.0)
 
 
+@pytest.mark.parametrize("lang, name, old, new", [
+    ("c", "cg.c", "#pragma omp for schedule(static) reduction(+ : rr)\n",
+     "#pragma omp for schedule(dynamic, 4) \\\n    reduction(+ : rr)\n"),
+    ("fortran", "cg.f90", "!$omp do schedule(static) reduction(+ : pq)",
+     "!$omp do schedule(guided) &\n    !$omp& reduction(+ : pq)"),
+])
+def test_a_dynamic_schedule_on_a_reduction_fails_every_time(tmp_path, lang, name, old, new):
+    """Its rounding changes from run to run, so it would fail the bitwise check now and then:
+    it is refused from the source, every time, with the line; elsewhere it is fine."""
+    source = notebook_file(f"cg_fixed_{lang}")
+    assert old in source
+    wrong = write(tmp_path, name, source.replace(old, new, 1))
+    line = source[:source.index(old)].count("\n") + 1
+    with pytest.raises(AssertionError, match=rf"{name}, line {line}: a loop with a reduction and "
+                                             "a dynamic or guided schedule"):
+        exercise.check_race_free_cg(wrong, lang, threads=(1,), repeat=1)
+    right = source.replace("schedule(static)\n", "schedule(dynamic)\n", 1)    # no reduction
+    assert right != source and not exercise.unreproducible_reductions(write(tmp_path, name, right),
+                                                                      lang)
+
+
 @pytest.mark.parametrize("old, new, message", [
     ("beta = rho / rho_old", "beta = 0.0_c_double",                      # steepest descent
      "returned [0-9]+ iterations .* OMP_NUM_THREADS=1, run 1 of 3; the course's pcg_v3 needs"),

@@ -3,7 +3,8 @@ is graded by its properties (a second, different greedy coloring passes; each ty
 fails with the message that says why), the course's orderings are out of reach while the learner's
 coloring runs, and the compiled substitution of the solution passes in C and Fortran while the
 racy and serial variants fail the race detector or the work count even where their values are
-right. tests/test_nbgrader.py proves the same through the gradebook."""
+right, and so does a substitution that opens a parallel region per color and sweep instead of one.
+tests/test_nbgrader.py proves the same through the gradebook."""
 
 from __future__ import annotations
 
@@ -195,3 +196,37 @@ def test_racy_and_serial_kernels_fail_the_openmp_check(tmp_path, variant):
     except race_check.RaceCheckUnavailable as err:
         pytest.skip(str(err))
     assert message in str(err.value), str(err.value)
+
+
+# one `parallel for` per color and sweep, no outer region: race-free, right, every region shares
+# its rows; the task asks for one region (every occurrence is replaced)
+REGION_PER_COLOR = {
+    "c": [("#pragma omp parallel\n    {\n", "    {\n"),
+          ("#pragma omp for", "#pragma omp parallel for")],
+    "fortran": [("  !$omp parallel private(c, k, s)\n", ""), ("  !$omp end parallel\n", ""),
+                ("!$omp do schedule(static)", "!$omp parallel do schedule(static) private(k, s)"),
+                ("!$omp end do", "!$omp end parallel do")],
+}
+
+
+@pytest.mark.compiled
+@pytest.mark.parametrize("lang", ["c", "fortran"])
+def test_a_region_per_color_and_sweep_fails_the_region_count(tmp_path, lang, cases):
+    text = SOLUTION[lang]
+    for old, new in REGION_PER_COLOR[lang]:
+        assert old in text, old
+        text = text.replace(old, new)
+    source = _write(tmp_path, lang, text)
+    grading.check_ic0_apply(source, lang, cases)            # the values are right
+    case = grading.colored(grading.random_graph(240, 4.0, 331), "mc", 5, 41)   # the check's
+    try:
+        race_check.check_openmp_kernel(source, lang, "ic0_apply", case.args(lang))  # no race
+        with pytest.raises(AssertionError) as err:
+            grading.check_ic0_apply_openmp(source, lang, threads=4)
+    except race_check.RaceCheckUnavailable as missing:
+        pytest.skip(str(missing))
+    regions = 2 * case.ncolor                               # a region per color and sweep
+    message = str(err.value)
+    assert message.startswith(f"ic0_apply opened {regions} parallel regions in one call "
+                              "(OMP_NUM_THREADS=4), where the task asks for one."), message
+    assert "every thread runs the loops over the colors of both sweeps" in message

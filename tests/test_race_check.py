@@ -114,6 +114,18 @@ CG_VARIANTS = {
 RESET_LINE = {"c": "pq = 0.0;      /* every thread */",
               "fortran": "pq = 0.0_c_double      ! every thread"}
 
+# pcg_v3 back to one parallel region per loop (v2's way): no outer region, `parallel for` on every
+# loop, the `single`s orphaned (run by the one thread outside the regions). Race-free, right, and
+# every region shares its loop: only the count of the regions tells it from v3. (Every occurrence
+# is replaced.)
+PER_LOOP = {
+    "c": [("#pragma omp parallel\n    {", "    {"),
+          ("#pragma omp for", "#pragma omp parallel for")],
+    "fortran": [("    !$omp parallel private(i, m, s)\n", ""), ("    !$omp end parallel\n", ""),
+                ("!$omp do ", "!$omp parallel do private(m, s) "),
+                ("!$omp end do", "!$omp end parallel do")],
+}
+
 
 @pytest.fixture(scope="module")
 def ell_files(tmp_path_factory):
@@ -138,6 +150,12 @@ def cg_files(tmp_path_factory):
             path = folder / f"pcg_v3_{variant}{SUFFIX[lang]}"
             path.write_text(changed(base, *edits))
             files[lang, variant] = path
+        per_loop = base
+        for old, new in PER_LOOP[lang]:
+            assert old in per_loop, old
+            per_loop = per_loop.replace(old, new)
+        files[lang, "per_loop"] = folder / f"cg_per_loop{SUFFIX[lang]}"   # the exercise's name
+        files[lang, "per_loop"].write_text(per_loop.replace("pcg_v3", "cg_single_region"))
     return files
 
 
@@ -248,10 +266,95 @@ def test_course_pcg_v3_has_no_race_and_shares_its_loops(lang, tools, cg_files):
     assert cg_races(path, lang) == []
     report = race_check.check_work_sharing(path, lang, "pcg_v3", race_check.cg_args(lang),
                                            returns_int=True)
-    assert report.team_sizes == [2]
+    assert report.team_sizes == [2] and report.regions == 1
     (loops,) = report.loops_per_thread
     assert loops[0] == loops[1] > 10            # 2 loops before the iterations, 4 per iteration
     race_check.check_cg_openmp(path, lang, kernel="pcg_v3")
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_cg_with_one_region_per_loop_fails_only_the_region_count(lang, tools, cg_files):
+    """Back to one region per loop: right values, no race, every region shares its loop: it
+    passed the checks that look inside the regions. The task is one region for the whole solve;
+    the count of the outermost regions (clang's and gfortran's alike, through libomp) tells."""
+    if lang == "fortran":
+        need_fortran()
+    path = cg_files[lang, "per_loop"]
+    exercise.check_race_free_cg(path, lang, sizes=((6, 5, 4),), threads=(1, 2), repeat=2)
+    assert race_check.data_races(path, lang, "cg_single_region", race_check.cg_args(lang),
+                                 returns_int=True) == []
+    report = race_check.check_work_sharing(path, lang, "cg_single_region",
+                                           race_check.cg_args(lang), returns_int=True)
+    loops = 2 + 4 * cg_iterations(lang)          # 2 loops before the iterations, 4 per iteration
+    assert report.regions == len(report.team_sizes) == loops
+    assert all(size == 2 for size in report.team_sizes)
+    with pytest.raises(AssertionError) as err:
+        race_check.check_cg_openmp(path, lang)
+    message = str(err.value)
+    assert message.startswith(f"cg_single_region opened {loops} parallel regions in one call "
+                              "(OMP_NUM_THREADS=2), where the task asks for one."), message
+    assert "What a parallel region costs" in message and "single" in message
+    assert ("`#pragma omp for` instead of `#pragma omp parallel for`" if lang == "c" else
+            "`!$omp do` ... `!$omp end do` instead of `!$omp parallel do`") in message
+
+
+def cg_iterations(lang) -> int:
+    """The iterations of the course's pcg_v3 on the problem of cg_args."""
+    from course import fvm, solvers
+
+    return int(solvers.pcg_ladder(fvm.poisson(6, 5, 4, fmt="ell"), "v3", lang, tol=1e-8).iterations)
+
+
+# a region per call of the outer loop (n of them), and in each a nested region per row: only the
+# outermost ones count, also past the tool's table of MAX_REGIONS regions
+MANY_REGIONS = {
+    "c": """\
+void many_regions(int n, double *y)
+{
+    for (int k = 0; k < n; k++) {
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < 4; i++) {
+#pragma omp parallel num_threads(1)
+            y[i] += 1.0;
+        }
+    }
+}
+""",
+    "fortran": """\
+subroutine many_regions(n, y) bind(C, name="many_regions")
+    use, intrinsic :: iso_c_binding, only: c_int, c_double
+    implicit none
+    integer(c_int), value, intent(in) :: n
+    real(c_double), intent(inout) :: y(4)
+    integer :: i, k
+    do k = 1, n
+        !$omp parallel do schedule(static)
+        do i = 1, 4
+            !$omp parallel num_threads(1)
+            y(i) = y(i) + 1.0_c_double
+            !$omp end parallel
+        end do
+        !$omp end parallel do
+    end do
+end subroutine many_regions
+""",
+}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_regions_are_counted_past_the_table(lang, tools, tmp_path):
+    if lang == "fortran":
+        need_fortran()
+    path = tmp_path / f"many_regions{SUFFIX[lang]}"
+    path.write_text(MANY_REGIONS[lang])
+    n = race_check.MAX_REGIONS + 100
+    report = race_check.work_sharing(path, lang, "many_regions", [n, np.zeros(4)])
+    assert report.regions == n
+    assert report.region_count == n
+    assert len(report.team_sizes) < race_check.MAX_REGIONS     # the table holds fewer
+    problems = race_check.work_problems(report, lang, "many_regions", 2, regions=1)
+    assert problems and problems[0].startswith(f"many_regions opened {n} parallel regions")
+    assert race_check.work_problems(report, lang, "many_regions", 2) == []
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -327,19 +430,28 @@ def test_parse_tsan_keeps_the_learners_lines_and_names_the_array():
 
 def test_work_report_problems():
     report = race_check._parse_work(
-        "regions 2 overflow 0\n"
+        "regions 2 overflow 0 outermost 1\n"
         "region 0 level 1 requested 2 team 2 trips 60\n"
         "thread 0 0 loops 1 iterations 60 unknown 0\n"
         "thread 0 1 loops 1 iterations 0 unknown 0\n"
         "region 1 level 2 requested 1 team 1 trips 0\n"
         "thread 1 0 loops 0 iterations 0 unknown 0\n")
     assert report.team_sizes == [2]                  # the nested region is not counted
+    assert report.regions == report.region_count == 1
     assert report.iterations_per_thread == [[60, 0]]
     (problem,) = race_check.work_problems(report, "c", "ell_matvec", 2)
     assert "thread 0 ran 60 iterations and thread 1 none" in problem
     assert race_check.work_problems(race_check.WorkReport([], [], []), "fortran", "k", 2) == [
         "k opens no parallel region: share the rows among the threads with `!$omp parallel do`, "
         "or `!$omp do` inside the parallel region"]
+    # a report without the count of the outermost regions: its table's
+    assert race_check._parse_work("region 0 level 1 requested 2 team 2 trips 4\n").region_count == 1
+    three = race_check.WorkReport([2, 2, 2], [[1, 1]] * 3, [[2, 2]] * 3, [4] * 3, [2] * 3, 3)
+    assert race_check.work_problems(three, "c", "k", 2) == []
+    (problem,) = race_check.work_problems(three, "c", "k", 2, regions=1, region_advice="Do it.")
+    assert problem.startswith("k opened 3 parallel regions in one call (OMP_NUM_THREADS=2), "
+                              "where the task asks for one.") and problem.endswith(" Do it.")
+    assert "3 regions pay it 3 times" in problem
 
 
 def test_missing_tools_raise_an_error_that_names_the_packages(monkeypatch):
