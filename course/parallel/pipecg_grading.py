@@ -6,13 +6,19 @@
 Each raises AssertionError with a message for the learner when something is wrong. The learner's
 solver never runs in the calling process (a notebook's kernel): it runs under `mpiexec` in a
 subprocess (course.parallel.pipecg_driver), stopped when a solve takes too long or a rank crashes.
-The solver gets the distributed product and a global sum that counts its calls: a solve that
-needs more than one global sum per iteration (plus a few before the loop) is not
-Chronopoulos-Gear, however right its answer.
+The solver gets the distributed product and a global sum, and the driver counts the calls of
+both: a solve that needs more than one global sum or more than one product per iteration (plus a
+few before the loop) is not Chronopoulos-Gear, however right its answer. The check problems need
+dozens of iterations, and their ||b|| ranges from 1e-6 to 1e+6: the learner's residuals (read
+from the vectors it passes to matvec) must follow Chronopoulos-Gear's, and its iterations be
+exactly as many (the tests prove that every right variant takes exactly as many on every case of
+the notebook), so a stopping test on a rank's own (r,r), or on an absolute tolerance, fails. A
+Python solver may not use mpi4py: its only way to the other ranks is global_sum.
 """
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +26,8 @@ import numpy as np
 from . import exchange_messages
 from .grading import Case, check_python_source
 from .mpi_job import run_watched
-from .pipecg_driver import MAX_ITER, SET_UP_SUMS, TOL, verdict
+from .pipecg_driver import (MAX_ITER, NORM_B, RETURN_WAIT, SET_UP_PRODUCTS, SET_UP_SUMS, TOL,
+                           departure, verdict)
 
 LANGUAGES = ("c", "fortran", "python")
 
@@ -67,7 +74,7 @@ def check_alpha_recurrence(next_alpha, sizes=(12, 40), seeds=(1, 2), steps: int 
 def prepare_solver(source, lang: str) -> Path:
     """The file the driver loads: a shared library compiled (without MPI: the solver talks to the
     other ranks only through its arguments) from a C or Fortran source, or the Python file
-    itself once it is known to define chronopoulos_gear."""
+    itself once it is known to define chronopoulos_gear and not to use mpi4py."""
     from ..exercise import compile_kernel
 
     if lang not in LANGUAGES:
@@ -75,15 +82,41 @@ def prepare_solver(source, lang: str) -> Path:
                              f"not {lang!r}")
     if lang != "python":
         return compile_kernel(source, lang)
-    return check_python_source(source, "chronopoulos_gear", ("matvec", "global_sum", "dinv", "b",
+    path = check_python_source(source, "chronopoulos_gear", ("matvec", "global_sum", "dinv", "b",
                                                              "x", "tol", "max_iter"))
+    line = mpi4py_import(path.read_text())
+    if line is not None:
+        raise AssertionError(
+            f"{Path(source).name} imports mpi4py (line {line}): chronopoulos_gear must talk to "
+            "the other ranks only through global_sum, the reduction the check counts (and "
+            "matvec, which does the halo exchange): the check runs it on a communicator of its "
+            "own, not on MPI_COMM_WORLD, and mpi4py is not available to it. Put every scalar an "
+            "iteration needs into one global_sum call and remove the MPI calls.")
+    return path
+
+
+def mpi4py_import(text: str) -> int | None:
+    """The line of the first import of mpi4py in a Python source (also by name, as
+    __import__("mpi4py") or importlib.import_module("mpi4py.MPI") would), None if there is none."""
+    for node in ast.walk(ast.parse(text)):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = [node.value]
+        if any(name == "mpi4py" or name.startswith("mpi4py.") for name in names):
+            return node.lineno
+    return None
 
 
 def check_chronopoulos_gear(source, lang: str, cases, solve_timeout: float = 30.0,
                             timeout: float = 120.0) -> None:
     """Run the learner's chronopoulos_gear on every case (all in one mpiexec job of max(ranks)
-    processes): it must converge to the course's solution, in about as many iterations, with
-    one global sum per iteration. AssertionError that says what happened."""
+    processes): it must converge to the course's solution along the same residuals, in exactly
+    as many iterations, with one global sum and one product per iteration. AssertionError that
+    says what happened."""
     path = prepare_solver(source, lang)
     cases = list(cases)
     job = run_watched(["-m", "mpi4py", "-m", "course.parallel.pipecg_driver", lang, path,
@@ -99,6 +132,9 @@ def check_chronopoulos_gear(source, lang: str, cases, solve_timeout: float = 30.
                 if "NotImplementedError" in e["error"] else "")
         raise AssertionError(f"chronopoulos_gear raised an exception on rank {e['rank']} "
                              f"{where}: {e['error']}.{hint}")
+    uneven = [e for e in job.events if e["event"] == "uneven"]
+    if uneven:
+        raise AssertionError(left_alone(uneven[0], cases[uneven[0]["case"]]))
     results = {e["case"]: e for e in job.events if e["event"] == "result"}
     for k, case in enumerate(cases):
         if k in results and verdict(results[k]) is not None:
@@ -125,32 +161,74 @@ def _where(cases: list, k: int) -> str:
     return f"on {case.describe()} ({case.ranks} ranks)" if case is not None else ""
 
 
+STOPPING_TEST = (f"Stop as soon as sqrt((r,r)) <= tol * ||b||: relative to ||b|| (the checks' "
+                 f"||b|| range from {min(NORM_B):g} to {max(NORM_B):g}), with (r,r) and (b,b) "
+                 "summed over the ranks by global_sum (a rank's own part of (r,r) is smaller, "
+                 "and differs from rank to rank), and count one iteration per update of x.")
+
+
+def left_alone(event: dict, case: Case) -> str:
+    """The message for a rank that returned while the others went on iterating."""
+    return (f"on {case.describe()} ({case.ranks} ranks), chronopoulos_gear returned on rank "
+            f"{event['rank']} (after {event['sums']} calls of global_sum, returning "
+            f"{event['returned']}) while the other ranks had not returned {RETURN_WAIT:g} s "
+            "later: they were still iterating, waiting in matvec or global_sum for this rank, and "
+            "the job was stopped. Every rank must leave the loop in the same iteration, on the "
+            "same values. " + STOPPING_TEST)
+
+
 def message(result: dict, case: Case) -> str:
     where = f"on {case.describe()} ({case.ranks} ranks)"
     what = verdict(result)
+    k, reference_k = result["iterations"], result["reference_iterations"]
     if what == "not_int":
         return (f"chronopoulos_gear must return the number of iterations (an int); {where} it "
                 f"returned {result['returned']}")
     if what == "uneven":
-        return (f"{where} the ranks called global_sum different numbers of times: every rank "
-                "must make the same calls in the same order (a global sum is a collective "
-                "operation), so no rank may leave the loop on a test of its own values only")
-    if what == "wrong":
-        return (f"{where} the solution is wrong: it differs from the course's by "
-                f"{result['difference']:.1e} (relative), and ||b - Ax|| / ||b|| = "
-                f"{result['true_residual']:.1e} (tol = {TOL:g}). Check the recurrences "
-                "p = u + beta p, s = w + beta s, x += alpha p, r -= alpha s, and that x is "
-                "updated in place.")
+        return (f"{where} the ranks called global_sum or matvec different numbers of times: "
+                "every rank must make the same calls in the same order (a global sum and a halo "
+                "exchange are collective operations), so no rank may leave the loop on a test "
+                "of its own values only")
+    if what == "too_many_sums":
+        per = (result["sums"] - 1) / max(k, 1)
+        return (f"{where} your solver called global_sum {result['sums']} times in {k} "
+                f"iterations: about {per:.1f} per iteration (and one before the loop). "
+                "Chronopoulos-Gear makes ONE per iteration: compute w = A u first, then sum "
+                "(r,u), (w,u) and (r,r) together in one call, and get alpha from the recurrence "
+                "of task 1 instead of from (p, A p). "
+                f"(Before the loop, up to {SET_UP_SUMS} more calls are fine.)")
+    if what == "too_many_products":
+        return (f"{where} your solver called matvec {result['products']} times in {k} "
+                f"iterations, where Chronopoulos-Gear needs {k + SET_UP_PRODUCTS}: A x0 and "
+                "A u0 before the loop, then ONE product w = A u per iteration. Every product "
+                "is a halo exchange: get s = A p from its recurrence s = w + beta s, not from "
+                "a product of its own, and do not recompute A x or A r inside the loop (one "
+                "product after it, for a true residual, is fine).")
+    if what == "departs":
+        j = departure(result)
+        mine = result["residuals"][len(result["residuals"]) - (k + 1) + j]
+        theirs = result["reference_residuals"][j]
+        if j == 0:
+            return (f"{where} your first residual is off: ||r_0|| / ||b|| = {mine:.6e} where "
+                    f"Chronopoulos-Gear has {theirs:.6e} (the check reads r = u / dinv from the "
+                    "u you pass to matvec). Before the loop: r = b - A x, u = dinv * r, w = A u.")
+        return (f"{where} your residuals leave Chronopoulos-Gear's at iteration {j}: "
+                f"||r_{j}|| / ||b|| = {mine:.6e} where Chronopoulos-Gear has {theirs:.6e} (the "
+                "check reads r = u / dinv from the u you pass to matvec, one per iteration). "
+                "Check alpha and beta (the recurrence of task 1, from the sums of this "
+                "iteration), the updates p = u + beta p, s = w + beta s, r -= alpha s, and that "
+                "w = A u is the product of the new u.")
     if what == "iterations":
-        return (f"{where} your solver took {result['iterations']} iterations where "
-                f"Chronopoulos-Gear takes {result['reference_iterations']}: stop as soon as "
-                "sqrt((r,r)) <= tol * ||b||, testing the (r,r) of the same global sum, and "
-                "count one iteration per update of x")
-    per = (result["sums"] - 1) / max(result["iterations"], 1)
-    return (f"{where} your solver called global_sum {result['sums']} times in "
-            f"{result['iterations']} iterations: about {per:.1f} per iteration (and one before "
-            "the loop). "
-            "Chronopoulos-Gear makes ONE per iteration: compute w = A u first, then sum "
-            "(r,u), (w,u) and (r,r) together in one call, and get alpha from the recurrence "
-            "of task 1 instead of from (p, A p). "
-            f"(Before the loop, up to {SET_UP_SUMS} more calls are fine.)")
+        history = result["residuals"]
+        if k < reference_k:
+            at = history[-1] if history else float("nan")
+            return (f"{where} your solver stopped after {k} iterations, at ||r|| / ||b|| = "
+                    f"{at:.2e}, above tol = {TOL:g}: Chronopoulos-Gear goes on to iteration "
+                    f"{reference_k}. " + STOPPING_TEST)
+        return (f"{where} your solver took {k} iterations where Chronopoulos-Gear stops after "
+                f"{reference_k}, as soon as ||r|| / ||b|| = "
+                f"{result['reference_residuals'][-1]:.2e} <= tol = {TOL:g}. " + STOPPING_TEST)
+    return (f"{where} the solution is wrong, though your residuals are Chronopoulos-Gear's: x "
+            f"differs from the course's by {result['difference']:.1e} (relative), and "
+            f"||b - Ax|| / ||b|| = {result['true_residual']:.1e} (tol = {TOL:g}). Check "
+            "x += alpha p (with the p of this iteration), and that x is updated in place.")
