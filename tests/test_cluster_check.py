@@ -47,7 +47,7 @@ PJM_SCRIPT = """\
 module load fj
 export OMP_NUM_THREADS=12
 export OMP_PROC_BIND=close
-mpiexec -n 8 ./build/native/release/bin/fem3d_mpi_c cube_8.dat
+mpiexec -n 8 ./build/native/release-a64fx-fujitsu/bin/fem3d_mpi_c cube_8.dat
 """
 
 
@@ -120,7 +120,29 @@ srun --cpu-bind=cores ./fem3d_mpi_c ./cube_8.dat
     "Open MPI's binding flags instead of OMP_PROC_BIND": (SLURM_SCRIPT.replace(
         "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\nmpiexec -n 8",
         "mpiexec --map-by ppr:4:node:PE=12 --bind-to core -n 8"), SLURM),
+    "Open MPI: ranks per node and cores per rank by --map-by ppr, no -n, no OpenMP binding": (
+        SLURM_SCRIPT.replace("export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\nmpiexec -n 8",
+                             "mpiexec --map-by ppr:4:node:PE=12 --bind-to core"), SLURM),
+    "Open MPI: -npernode and --cpus-per-rank, an OpenMP binding list": (SLURM_SCRIPT.replace(
+        "OMP_PROC_BIND=close\nmpiexec -n 8",
+        "OMP_PROC_BIND=spread,close\nmpirun -np 8 -npernode 4 --cpus-per-rank 12 --bind-to core"),
+        SLURM),
+    "srun: the tasks per node and the cores of a task on its line, OMP_PLACES alone": (
+        SLURM_SCRIPT.replace("export OMP_PROC_BIND=close\nmpiexec -n 8",
+                             "srun --ntasks-per-node=4 -c 12 --cpu-bind=verbose,cores"), SLURM),
     "the PJM one": (PJM_SCRIPT, PJM),
+    "PJM: the A64FX build on the PATH, a module's version, Lmod's ml": (PJM_SCRIPT.replace(
+        "module load fj\n", "ml fj/4.10.0\nexport PATH=$HOME/pfem/build/native/"
+        "release-a64fx-fujitsu/bin:$PATH\n").replace(
+        "./build/native/release-a64fx-fujitsu/bin/fem3d_mpi_c", "fem3d_mpi_c"), PJM),
+    "PJM: cd to the build folder, the module swapped to a version": (
+        PJM_SCRIPT.replace("module load fj\n", "module load fj\nmodule swap fj fj/1.2.38\n"
+                           "cd build/native/release-a64fx-fujitsu/bin\n").replace(
+        "mpiexec -n 8 ./build/native/release-a64fx-fujitsu/bin/fem3d_mpi_c cube_8.dat",
+        "mpiexec -n 8 ./fem3d_mpi_c ../../../../cube_8.dat"), PJM),
+    "PJM: the module loaded on the launch line, a continued line": (PJM_SCRIPT.replace(
+        "module load fj\n", "").replace("mpiexec -n 8", "module purge && module load fj && \\\n"
+                                         "    mpiexec -n 8"), PJM),
     "PJM: resources in one -L, quoted, ${PJM_MPI_PROC}, numbers as PJM writes them": ("""\
 #!/bin/sh
 #PJM -N "hybrid"
@@ -132,7 +154,8 @@ set -e
 module load fj
 export OMP_NUM_THREADS=12 OMP_PLACES=cores
 export XOS_MMM_L_PAGING_POLICY=demand:demand:demand
-mpiexec -n ${PJM_MPI_PROC} /home/me/pfem/build/native/release/bin/fem3d_mpi_c cube_8.dat
+mpiexec -n ${PJM_MPI_PROC} /home/me/pfem/build/native/release-a64fx-fujitsu/bin/fem3d_mpi_c \\
+    cube_8.dat
 """, PJM),
     "PJM elapse in minutes:seconds": (PJM_SCRIPT.replace("elapse=00:20:00", "elapse=20:00"),
                                       PJM),
@@ -187,6 +210,56 @@ WRONG = {
     "an MPI program without mpiexec": (
         edit(SLURM_SCRIPT, "mpiexec -n 8 ", ""), SLURM,
         ["is an MPI run of 8 rank(s): start it with `mpiexec -n 8 ...` (or srun)"]),
+    "binding switched off: OMP_PROC_BIND=false": (
+        edit(SLURM_SCRIPT, "OMP_PROC_BIND=close", "OMP_PROC_BIND=false"), SLURM,
+        ["OMP_PROC_BIND=false switches the threads' binding off (OMP_PLACES is then ignored), "
+         "and mpiexec (line 13) is given no binding of its own"]),
+    "an OMP_PROC_BIND that OpenMP does not know": (
+        edit(SLURM_SCRIPT, "OMP_PROC_BIND=close", "OMP_PROC_BIND=yes"), SLURM,
+        ["OMP_PROC_BIND=yes is not a setting the OpenMP runtime knows: it ignores it, and binds "
+         "nothing when mpiexec starts the program (line 13)"]),
+    "an OMP_PLACES that OpenMP does not know": (
+        edit(SLURM_SCRIPT, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\n",
+             "export OMP_PLACES=core\n"), SLURM, ["OMP_PLACES=core is not a setting"]),
+    "binding switched off: --bind-to none": (
+        edit(SLURM_SCRIPT, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\nmpiexec -n 8",
+             "mpiexec -n 8 --bind-to none"), SLURM,
+        ["mpiexec --bind-to none (line 11) switches the ranks' binding off: nothing binds the 12 "
+         "threads of a rank to cores"]),
+    "binding switched off: srun --cpu-bind=none": (
+        edit(SLURM_SCRIPT, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\nmpiexec -n 8",
+             "srun --cpu-bind=none"), SLURM,
+        ["srun --cpu-bind=none (line 11) switches the ranks' binding off"]),
+    "--bind-to none under OpenMP binding: every rank's threads on the same cores": (
+        edit(SLURM_SCRIPT, "mpiexec -n 8", "mpiexec --bind-to=none -n 8"), SLURM,
+        ["mpiexec --bind-to=none (line 13) leaves every rank the whole node, and "
+         "OMP_PROC_BIND=close then binds the threads of every rank of a node to the same first "
+         "cores"]),
+    "--bind-to core without the cores of a rank": (
+        edit(SLURM_SCRIPT, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\nmpiexec -n 8",
+             "mpiexec -n 8 --bind-to core"), SLURM,
+        ["mpiexec --bind-to core (line 11) binds each rank to one core, so its 12 threads share "
+         "it: give each rank 12 cores, --map-by ppr:4:node:PE=12"]),
+    "Open MPI: 8 ranks of 12 cores on a 48-core node": (
+        edit(SLURM_SCRIPT, "mpiexec -n 8", "mpiexec -n 8 --map-by ppr:8:node:PE=12 --bind-to core"),
+        SLURM, ["mpiexec --map-by ppr:8:node:PE=12 (line 13) puts 8 rank(s) on each node, 8 x 12 "
+                "= 96 cores, more than the 48 of a node; the run needs 4 rank(s) per node x 12 "
+                "thread(s)"]),
+    "Open MPI: the cores of a rank not its threads": (
+        edit(SLURM_SCRIPT, "mpiexec -n 8", "mpiexec --map-by slot:PE=6 -n 8"), SLURM,
+        ["mpiexec --map-by slot:PE=6 (line 13) gives each rank 6 core(s), but a rank runs 12 "
+         "thread(s)"]),
+    "Open MPI: all the ranks on each node by -npernode": (
+        edit(SLURM_SCRIPT, "mpiexec -n 8", "mpiexec -npernode 8"), SLURM,
+        ["mpiexec -npernode 8 (line 13) puts 8 rank(s) on each node, 8 x 12 = 96 cores",
+         "the script starts 16 ranks"]),
+    "srun: the tasks per node of the whole job": (
+        edit(SLURM_SCRIPT, "mpiexec -n 8", "srun --ntasks-per-node=8"), SLURM,
+        ["srun --ntasks-per-node=8 (line 13) puts 8 rank(s) on each node"]),
+    "the A64FX build on a generic cluster": (
+        edit(SLURM_SCRIPT, "release/bin", "release-a64fx-fujitsu/bin"), SLURM,
+        ["`./build/native/release-a64fx-fujitsu/bin/fem3d_mpi_c` (line 13) is the build made with "
+         "cmake/a64fx-fujitsu.cmake, for another processor"]),
     "no binding in a hybrid run": (
         edit(SLURM_SCRIPT, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\n", ""), SLURM,
         ["needs its threads bound to cores"]),
@@ -233,6 +306,37 @@ WRONG = {
         edit(PJM_SCRIPT, "--omp thread=12", "--omp thread=48"), PJM,
         ["#PJM --omp thread: the run needs 12 thread(s) per process, found 48",
          "4 rank(s) x 48 thread(s) = 192 per node, more than the 48 cores"]),
+    "PJM: the x86-64 build on Odyssey's A64FX nodes": (
+        edit(PJM_SCRIPT, "release-a64fx-fujitsu/bin", "release/bin"), PJM,
+        ["`./build/native/release/bin/fem3d_mpi_c` (line 11) is the build in build/native/"
+         "release, made for the machine that built it (x86-64), which Wisteria/BDEC-01 Odyssey's "
+         "A64FX nodes cannot run: start the A64FX build, "
+         "`./build/native/release-a64fx-fujitsu/bin/fem3d_mpi_c`"]),
+    "PJM: the x86-64 build on the PATH": (
+        edit(edit(PJM_SCRIPT, "./build/native/release-a64fx-fujitsu/bin/fem3d_mpi_c",
+                  "fem3d_mpi_c"), "module load fj\n",
+             "module load fj\nexport PATH=/home/me/pfem/build/native/release/bin:$PATH\n"), PJM,
+        ["`fem3d_mpi_c` (line 12) is the build in build/native/release"]),
+    "PJM: a program by its name alone, no build on the PATH": (
+        edit(PJM_SCRIPT, "./build/native/release-a64fx-fujitsu/bin/fem3d_mpi_c", "fem3d_mpi_c"),
+        PJM, ["`fem3d_mpi_c` (line 11): which build of fem3d_mpi_c is this?"]),
+    "PJM: no module load fj": (
+        edit(PJM_SCRIPT, "module load fj\n", "module load gcc\n"), PJM,
+        ["`module load fj` is missing before fem3d_mpi_c starts (line 11)"]),
+    "PJM: module load fj after the launch": (
+        edit(PJM_SCRIPT, "module load fj\n", "") + "module load fj\n", PJM,
+        ["`module load fj` is missing before fem3d_mpi_c starts (line 10)"]),
+    "PJM: module load fj swapped out": (
+        edit(PJM_SCRIPT, "module load fj\n", "module load fj\nmodule swap fj gcc\n"), PJM,
+        ["`module load fj` is missing"]),
+    "PJM: module load fj undone": (
+        edit(PJM_SCRIPT, "module load fj\n", "module load fj\nmodule purge\n"), PJM,
+        ["`module load fj` is missing"]),
+    "PJM: OMP_PROC_BIND=false": (
+        edit(PJM_SCRIPT, "OMP_PROC_BIND=close", "OMP_PROC_BIND=false"), PJM,
+        ["OMP_PROC_BIND=false switches the threads' binding off, and mpiexec (line 11) is given "
+         "no binding of its own: nothing binds the 12 threads of a rank to cores; export "
+         "OMP_PROC_BIND=close and OMP_PLACES=cores"]),
     "PJM: srun": (edit(PJM_SCRIPT, "mpiexec -n 8", "srun"), PJM,
                   ["srun launches only under Slurm"]),
     "PJM: an unknown resource": (edit(PJM_SCRIPT, "-L node=2", "-L nodes=2"), PJM,
@@ -304,14 +408,48 @@ def test_the_queue_that_takes_a_job(nodes, elapse, queue, runs_in):
         jobscript.check(request)                # the generator's rules agree
 
 
+def _queue_by_the_rules(nodes, elapse):
+    """A learner's answer to task 4 that asks the generator's rule check which queue takes the
+    job: right answers, none of them its own."""
+    for name in ("debug-o", "short-o", "regular-o"):
+        try:
+            jobscript.check(JobRequest(program=["x"], scheduler="pjm", system="odyssey",
+                                       nodes=nodes, time=elapse, queue=name, group="g"))
+        except jobscript.JobScriptError:
+            continue
+        return name, ck.routed_queue("odyssey", name, nodes)
+    return None, None
+
+
 def test_the_graders_answers_refuse_while_a_learner_is_graded():
+    """Every function that answers "which queue" refuses inside without_answers, the rule checks
+    and the private helpers among them, and answers again after it."""
+    assert _queue_by_the_rules(200, "12:00:00") == ("regular-o", "medium-o")
+    with pytest.raises(AssertionError, match="course.cluster.jobscript.check"):
+        ck.call_without_answers(_queue_by_the_rules, 200, "12:00:00")
+    request = JobRequest(program=["x"], scheduler="pjm", system="odyssey", group="g")
+    calls = {ck.first_queue: ("odyssey", 1, "00:10:00"), ck.routed_queue: ("odyssey", "short-o", 1),
+             jobscript.check: (request,), jobscript.render: (request,),
+             jobscript._check_queue: (jobscript.SYSTEMS["odyssey"], request, 600),
+             ck.problems: (PJM_SCRIPT, PJM), ck.check_script: (PJM_SCRIPT, PJM),
+             ck.local_problems: (LOCAL, OPENMP), ck._rules: (ck.Asked(), PJM, [])}
+    assert set(calls) | {ck._examine, ck.check_local_job} == set(ck.answers())
     with ck.without_answers():
-        with pytest.raises(AssertionError, match="must not call"):
-            ck.first_queue("odyssey", 1, "00:10:00")
+        for function, args in calls.items():
+            with pytest.raises(AssertionError, match="not available while your answer is checked"):
+                function(*args)
+        assert ck.slurm_seconds("20") == 1200          # what answers nothing stays
+        assert systems_queue_limit() == "00:30:00"
     assert ck.first_queue("odyssey", 1, "00:10:00") == "debug-o"
+    assert ck.problems(PJM_SCRIPT, PJM) == [] and jobscript.check(request).name == "odyssey"
 
 
-# --- on a real Slurm ------------------------------------------------------------------------------
+def systems_queue_limit() -> str:
+    from course.cluster.systems import SYSTEMS
+    return SYSTEMS["odyssey"].queue("debug-o").elapse_limit(1)
+
+
+# --- on the local Slurm (task 3): by the rules, and on a real Slurm -------------------------------
 
 LOCAL = f"""\
 #!/bin/bash
@@ -320,19 +458,116 @@ cd {ck.COURSE}
 export OMP_NUM_THREADS=2
 ./build/native/release/bin/solc examples/04_openmp/INPUT.DAT
 """
+COURSE = ck.COURSE
+
+LOCAL_RIGHT = {
+    "cd to the checkout": LOCAL,
+    "--chdir, the partition named, memory within the node's": edit(
+        LOCAL, f"-t 5\ncd {COURSE}\n", f"-t 5 -p debug --mem=1GB\n#SBATCH --chdir={COURSE}\n"),
+    "full paths, memory per CPU": edit(
+        edit(LOCAL, f"-t 5\ncd {COURSE}\n", "-t 5 --mem-per-cpu=1G\n"),
+        "./build/native/release/bin/solc examples",
+        f"{COURSE}/build/native/release/bin/solc {COURSE}/examples"),
+    "the program on the PATH": edit(edit(
+        LOCAL, "export OMP", f"export PATH={COURSE}/build/native/release/bin:$PATH\nexport OMP"),
+        "./build/native/release/bin/solc", "solc"),
+}
+
+LOCAL_WRONG = {
+    "no cd: the job starts where it was submitted": (
+        edit(LOCAL, f"cd {COURSE}\n", ""),
+        "the job runs `./build/native/release/bin/solc` and `examples/04_openmp/INPUT.DAT` "
+        "(line 4) from the folder it was submitted from"),
+    "cd to the folder the job was submitted from": (
+        edit(LOCAL, f"cd {COURSE}", "cd $SLURM_SUBMIT_DIR"), "from the folder it was submitted"),
+    "cd elsewhere": (edit(LOCAL, f"cd {COURSE}", "cd /tmp"),
+                     "(line 5) in /tmp, where its `cd` (or --chdir) took it"),
+    "cd to a variable nothing sets": (edit(LOCAL, f"cd {COURSE}", "cd $PFEM"),
+                                      "the script changes to a folder this check cannot tell"),
+    "--chdir to a folder that does not exist": (
+        edit(LOCAL, f"cd {COURSE}\n", "#SBATCH --chdir=/no/such/folder\n"),
+        "#SBATCH --chdir=/no/such/folder (line 3): no such folder on this machine"),
+    "another checkout's paths": (
+        edit(edit(LOCAL, f"cd {COURSE}\n", ""), "./build/native/release/bin/solc examples",
+             "/work/pfem/build/native/release/bin/solc /work/pfem/examples"),
+        "`/work/pfem/build/native/release/bin/solc` and `/work/pfem/examples/04_openmp/INPUT.DAT` "
+        "(line 4): not the course's solc and its input"),
+    "the program by its name, not on the PATH": (
+        edit(LOCAL, "./build/native/release/bin/solc", "solc"),
+        "`solc` (line 5) is looked up on the job's PATH, where the course's programs are not"),
+    "more memory than the node has": (
+        edit(LOCAL, "-t 5", "-t 5 --mem=64G"),
+        f"#SBATCH --mem=64G (line 2) asks a node for 65536 MB, more than the "
+        f"{local_slurm.MEMORY_MB} MB of the local Slurm's node"),
+    "more memory per CPU than the node has for the job's CPUs": (
+        edit(LOCAL, "-t 5", "-t 5 --mem-per-cpu=2G"),
+        "asks a node for 2048 MB x 2 CPU(s) = 4096 MB, more than the"),
+    "--mem and --mem-per-cpu": (edit(LOCAL, "-t 5", "-t 5 --mem=1G --mem-per-cpu=500"),
+                                "sbatch takes only one of them"),
+    "a memory size Slurm cannot read": (edit(LOCAL, "-t 5", "-t 5 --mem=lots"),
+                                        "#SBATCH --mem=lots (line 2) is not a memory size"),
+    "a partition the local Slurm lacks": (
+        edit(LOCAL, "-t 5", "-t 5 --partition=cpu"),
+        "#SBATCH --partition=cpu (line 2): the local Slurm has one partition, `debug`"),
+}
+
+
+@pytest.mark.parametrize("case", LOCAL_RIGHT)
+def test_a_right_local_job_passes_the_rules(case):
+    assert ck.local_problems(LOCAL_RIGHT[case], OPENMP) == []
+
+
+@pytest.mark.parametrize("case", LOCAL_WRONG)
+def test_a_wrong_local_job_fails_by_the_rules_alone(case, monkeypatch):
+    """Where no Slurm can run (here: made to look so), a wrong working directory, memory or
+    partition still fails, with its message; problems() alone does not see them."""
+    text, phrase = LOCAL_WRONG[case]
+    found = ck.local_problems(text, OPENMP)
+    assert any(phrase in p for p in found), (phrase, found)
+    assert all("\n" not in p for p in found), found
+    monkeypatch.setattr(local_slurm, "unavailable", lambda: "Slurm is not installed (test)")
+    with pytest.raises(ck.ScriptError, match=re.escape(phrase)):
+        ck.check_local_job(text, OPENMP, "slurm_openmp")
+
+
+def test_without_slurm_the_grade_says_it_rests_on_the_rules(monkeypatch):
+    monkeypatch.setattr(local_slurm, "unavailable", lambda: "a local Slurm needs root (test)")
+    message = ck.check_local_job(LOCAL, OPENMP, "slurm_openmp")
+    assert message.startswith("slurm_openmp follows the rules. It was graded by the rules alone, "
+                              "not run: this machine cannot run the local Slurm (a local Slurm "
+                              "needs root (test))")
+    assert "whether the job really completes with threads 2 and 208 iterations was not" in message
 
 
 def test_local_job_runs_or_says_why_not():
-    """Where Slurm runs, the OpenMP job completes with 2 threads; a script that follows the rules
-    but never changes to the checkout fails there (its relative path is wrong in the job's
-    folder). Where it cannot run, the rules alone grade, and the message says so."""
+    """Where Slurm runs, the OpenMP job completes with 2 threads. Where it cannot run, the rules
+    alone grade, and the message says so."""
     reason = local_slurm.unavailable()
     message = ck.check_local_job(LOCAL, OPENMP, "slurm_openmp")
     if reason:
         assert "graded by the rules alone" in message and reason in message
         return
     assert "completed: threads 2, 208 iterations" in message
-    no_cd = LOCAL.replace(f"cd {ck.COURSE}\n", "")
-    assert ck.problems(no_cd, OPENMP) == []
-    with pytest.raises(ck.ScriptError, match=re.escape("its job ended FAILED")):
-        ck.check_local_job(no_cd, OPENMP, "slurm_openmp")
+
+
+def test_the_rules_agree_with_a_real_slurm(tmp_path):
+    """Each right local job completes on a real Slurm, and each wrong one is refused by sbatch or
+    fails there, as the rules say (so the rules alone grade it as Slurm would)."""
+    if local_slurm.unavailable():
+        pytest.skip(local_slurm.unavailable())
+    output = f"--output={tmp_path / 'job-%j.out'}"
+    scripts = {**{case: (text, True) for case, text in LOCAL_RIGHT.items()},
+               **{case: (text, False) for case, (text, _) in LOCAL_WRONG.items()}}
+    with local_slurm.LocalSlurm(tmp_path / "slurm") as slurm:
+        jobs = {}
+        for number, (case, (text, right)) in enumerate(scripts.items()):
+            (tmp_path / f"job{number}.sh").write_text(text)
+            try:                                    # all submitted first: they queue
+                jobs[case] = slurm.submit(tmp_path / f"job{number}.sh", cwd=tmp_path,
+                                          options=(output, output.replace("--output", "--error")))
+            except RuntimeError as err:             # sbatch refused it
+                assert not right, (case, err)
+        for case, job in jobs.items():
+            result = slurm.wait(job, timeout=120)
+            ran = result.ok and "threads 2" in result.output and "208 iterations" in result.output
+            assert ran == scripts[case][1], (case, result)

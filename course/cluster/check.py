@@ -2,18 +2,29 @@
 
 `problems(text, target)` reads the directives of a Slurm (`#SBATCH`) or PJM (`#PJM`) script into a
 `JobRequest`, puts that request through the system's rules (`jobscript.check`, the same rules the
-generator obeys), compares it with the target run, and reads the body: `OMP_NUM_THREADS` exported
-and equal to the threads, the program launched with its arguments, through MPI with the right
-rank count for an MPI run, and bound to cores for a hybrid one. It returns one teaching message per
+generator obeys), compares it with the target run, and reads the body by its values:
+`OMP_NUM_THREADS` exported and equal to the threads; the program launched with its arguments,
+through MPI with the right rank count for an MPI run; the launcher's layout (Open MPI's
+`--map-by ppr:R:node:PE=T`, `-npernode`, srun's `--ntasks-per-node` and `-c`: ranks per node x
+cores per rank against the run and the node); the binding of a hybrid run (`OMP_PROC_BIND=false`,
+`--bind-to none` and `--cpu-bind=none` bind nothing, `--bind-to core` without PE= binds a rank to
+one core); the build of the program for the system's nodes (Odyssey's A64FX build); and the
+`module load` lines the system needs before the launch. It returns one teaching message per
 problem (empty: the script is right); `check_script` raises `ScriptError` with all of them.
 
-`run_on_local_slurm` submits a script to a `LocalSlurm` of its own (exercise 07, task 3), and
-`first_queue` / `routed_queue` answer "which queue takes this job" from `systems.py` (task 4).
+`check_local_job` grades exercise 07's task 3: the rules, the local Slurm's own rules
+(`local_problems`: its partition, its node's memory, the folder the job runs the program from),
+then, where Slurm can run, the script submitted to a `LocalSlurm` of its own; where it cannot,
+it says that the grade rests on the rules alone. `first_queue` / `routed_queue` answer "which
+queue takes this job" from `systems.py` (task 4); `without_answers` blocks them, and every rule
+check that answers the same question, while a learner's answer runs.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
+import posixpath
 import re
 import shlex
 import subprocess
@@ -23,8 +34,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import local_slurm
-from .jobscript import (COMMANDS, OPENMP_PROGRAMS, ROOT, JobRequest, JobScriptError, check, is_mpi,
-                        seconds)
+from .jobscript import (COMMANDS, MPI_PROGRAMS, OPENMP_PROGRAMS, ROOT, JobRequest, JobScriptError,
+                        check, is_mpi, seconds)
 from .systems import SYSTEMS
 
 COURSE = ROOT          # the course checkout: a job on the local Slurm changes to it
@@ -174,7 +185,16 @@ def read_script(text: str) -> Script:
         script.problems.append("the first line must name the shell, `#!/bin/bash`: sbatch "
                                "refuses a script without it")
     commands_started = None
+    continued = None            # (line, text) of a command cut by a backslash at its end
     for number, line in enumerate(lines, start=1):
+        if continued:
+            text = continued[1] + " " + line.rstrip()
+            if text.endswith("\\"):
+                continued = (continued[0], text[:-1])
+            else:
+                _command(continued[0], text, script)
+                continued = None
+            continue
         stripped = line.strip()
         for prefix, scheduler in (("#SBATCH", "slurm"), ("#PJM", "pjm")):
             if line.startswith(prefix) and (len(line) == len(prefix) or line[len(prefix)] in " \t"):
@@ -201,10 +221,20 @@ def read_script(text: str) -> Script:
         if not stripped or stripped.startswith("#"):
             continue
         commands_started = commands_started or number
-        words = _words(line, number, script.problems)
-        if words:
-            script.body.append((number, words))
+        if line.rstrip().endswith("\\"):
+            continued = (number, line.rstrip()[:-1])
+        else:
+            _command(number, line, script)
+    if continued:
+        _command(*continued, script)
     return script
+
+
+def _command(number: int, text: str, script: Script) -> None:
+    """A command line (continued lines joined) read into the body."""
+    words = _words(text, number, script.problems)
+    if words:
+        script.body.append((number, words))
 
 
 # --- the request a script makes -----------------------------------------------------------------
@@ -403,6 +433,41 @@ def _rules(asked: Asked, target: JobRequest, problems: list[str]) -> None:
 
 # --- the body -----------------------------------------------------------------------------------
 
+# where a job starts when the script names no folder (--chdir): the folder sbatch or pjsub ran in
+SUBMIT_DIR = "(the folder the job was submitted from)"
+# OMP_PROC_BIND takes a list, one value per nesting level; `false` alone switches binding off
+OMP_PROC_BIND_VALUES = {"true", "master", "primary", "close", "spread"}
+OMP_PLACES_VALUE = re.compile(r"(threads|cores|sockets|ll_caches|numa_domains)(\(\d+\))?|\{.*",
+                              re.I)
+# a launcher's binding switched off: Open MPI's --bind-to none, srun's --cpu-bind=none
+BINDING_OFF = {"none", "no", "false", "off", "disabled"}
+
+
+@dataclass
+class Launch:
+    """A command line that starts the program, with what the script set up before it."""
+    number: int                     # its line
+    command: list[str]              # its words (variables not replaced)
+    env: dict[str, str]             # the environment the command starts with (as far as read)
+    variables: dict[str, str]       # the shell's variables at that point
+    cwd: str | None                 # the working directory (None: the script does not say)
+    modules: tuple[str, ...]        # the modules loaded, by name (no version)
+
+
+@dataclass
+class Layout:
+    """What a launch line's options say about the ranks and the cores of each: the value read,
+    and the option as the script writes it (for the message)."""
+    count: str | None = None        # all the ranks (-n)
+    per_node: str | None = None     # ranks per node (ppr:R:node, -npernode, srun --ntasks-per-node)
+    per_node_shown: str = ""
+    cores: str | None = None        # cores of each rank (PE=T, --cpus-per-rank, srun -c)
+    cores_shown: str = ""
+    bind: str | None = None         # the launcher's binding: "off", what it binds to, or None
+    bind_shown: str = ""
+    env: dict[str, str] = field(default_factory=dict)      # mpiexec -x NAME=value
+
+
 def _value(word: str, variables: dict[str, str]) -> str:
     """A word with $NAME / ${NAME} replaced by what the script (or the scheduler) sets."""
     return re.sub(r"\$\{?(\w+)\}?", lambda m: variables.get(m.group(1), m.group(0)), word)
@@ -419,16 +484,57 @@ def _same_argument(found: str, expected: str) -> bool:
     return ("/" in found or "/" in expected) and found.endswith("/" + expected.lstrip("./"))
 
 
-def _body(script: Script, asked: Asked, target: JobRequest, problems: list[str]) -> None:
-    program = Path(target.program[0]).name
-    args = target.program[1:]
-    scheduler_vars = {"SLURM_NTASKS": str(asked.ranks or 1), "SLURM_NPROCS": str(asked.ranks or 1),
-                      "PJM_MPI_PROC": str(asked.ranks or 1),
-                      **({"SLURM_CPUS_PER_TASK": str(asked.threads),
-                          "PJM_OMP_THREADS": str(asked.threads)} if asked.threads else {})}
-    variables: dict[str, str] = dict(scheduler_vars)
+def _join(cwd: str | None, path: str) -> str | None:
+    """PATH (variables replaced) seen from the folder CWD; None where that cannot be told."""
+    path = os.path.expanduser(path)
+    if path.startswith(("/", SUBMIT_DIR)):
+        return posixpath.normpath(path)
+    if cwd is None or "$" in path:
+        return None
+    return posixpath.normpath(posixpath.join(cwd, path))
+
+
+def _module_command(command: list[str], loaded: list[str]) -> None:
+    """`module load/unload/purge/swap ...` (Lmod's `ml` too): LOADED, the modules by name,
+    updated."""
+    lmod = command[0] == "ml"
+    # module's own options (-s, --force) are not names; for `ml`, -NAME unloads NAME
+    args = command[1:] if lmod else [a for a in command[1:] if not a.startswith("-")]
+    if lmod and args and args[0] not in ("load", "add", "unload", "rm", "purge", "swap", "switch"):
+        args = ["load", *args]                      # ml NAME -OTHER
+    if not args:
+        return
+    sub = args[0]
+    names = [a.split("/")[0] for a in args[1:] if not a.startswith("-")]
+    added, removed = [], [a[1:].split("/")[0] for a in args[1:] if a.startswith("-")]
+    if sub in ("load", "add", "try-load"):
+        added = names
+    elif sub in ("unload", "rm", "del", "remove"):
+        removed += names
+    elif sub == "purge":
+        loaded.clear()
+    elif sub in ("swap", "switch") and names:          # swap OLD NEW (or swap NEW)
+        removed.append(names[0])
+        added.append(names[-1])
+    for name in removed:
+        while name in loaded:
+            loaded.remove(name)
+    loaded.extend(added)
+
+
+def _read_body(script: Script, asked: Asked, program: str) -> tuple[list[Launch], dict[str, str]]:
+    """The command lines that start PROGRAM, each with its environment, working directory and
+    modules; and what the script exports at its end."""
+    variables = {"SLURM_NTASKS": str(asked.ranks or 1), "SLURM_NPROCS": str(asked.ranks or 1),
+                 "PJM_MPI_PROC": str(asked.ranks or 1), "SLURM_SUBMIT_DIR": SUBMIT_DIR,
+                 "PJM_O_WORKDIR": SUBMIT_DIR, "HOME": os.path.expanduser("~"),
+                 **({"SLURM_CPUS_PER_TASK": str(asked.threads),
+                     "PJM_OMP_THREADS": str(asked.threads)} if asked.threads else {})}
     exported: dict[str, str] = {}
-    launches: list[tuple[int, list[str], dict[str, str]]] = []
+    chdir = script.options.get("chdir") if script.scheduler == "slurm" else None
+    cwd = _join(SUBMIT_DIR, _value(chdir, variables)) if chdir else SUBMIT_DIR
+    modules: list[str] = []
+    launches: list[Launch] = []
     for number, words in script.body:
         # split a line at ; && || into commands
         commands, current = [], []
@@ -464,24 +570,43 @@ def _body(script: Script, asked: Asked, target: JobRequest, problems: list[str])
                 if any(name in exported for name in inline):
                     exported.update({k: v for k, v in inline.items() if k in exported})
                 continue
-            if any(_is_program(w, program) for w in command):
-                launches.append((number, command, {**exported, **inline}))
+            if command[0] in ("cd", "pushd"):
+                folders = [w for w in command[1:] if not w.startswith("-")]
+                cwd = _join(cwd, _value(folders[0], variables) if folders else "~")
+            elif command[0] in ("module", "ml"):
+                _module_command(command, modules)
+            elif any(_is_program(w, program) for w in command):
+                launches.append(Launch(number, command, {**exported, **inline}, dict(variables),
+                                       cwd, tuple(modules)))
+    return launches, exported
+
+
+def _body(script: Script, asked: Asked, target: JobRequest, problems: list[str]) -> Launch | None:
+    """The body's problems (those of the launch line that comes closest to the run); that line."""
+    program = Path(target.program[0]).name
+    args = target.program[1:]
+    launches, exported = _read_body(script, asked, program)
     threads_needed = target.threads > 1 or program in OPENMP_PROGRAMS
     if not launches:
         shown = " ".join([program, *args])
         problems.append(f"the script never runs {program}: the run needs a line that starts it, "
                         f"`{shown}`" + (" under mpiexec" if is_mpi(target) else ""))
-        env = exported
         if threads_needed:
-            _threads(env, target, problems, "")
-        return
-    best: list[str] | None = None
-    for number, command, env in launches:
+            _threads(exported, target, problems, "")
+        return None
+    best: tuple[Launch, list[str]] | None = None
+    for launch in launches:
         found: list[str] = []
-        where = f" (line {number})"
+        where = f" (line {launch.number})"
+        command = launch.command
+        at = next(i for i, w in enumerate(command) if _is_program(w, program))
+        # the launcher (mpiexec, srun) before the program, if any, and what its options say
+        i = next((i for i, w in enumerate(command[:at]) if Path(w).name in LAUNCHERS), None)
+        launcher = None if i is None else Path(command[i]).name
+        layout = Layout() if i is None else _layout(launcher, command[i + 1:at], launch.variables)
+        env = {**launch.env, **layout.env}
         if threads_needed or "OMP_NUM_THREADS" in env:
             _threads(env, target, found, where)
-        at = next(i for i, w in enumerate(command) if _is_program(w, program))
         given = []
         for word in command[at + 1:]:
             if word in SHELL_OPERATORS or word.startswith((">", "2>", "1>", "&>")):
@@ -490,10 +615,13 @@ def _body(script: Script, asked: Asked, target: JobRequest, problems: list[str])
         if len(given) != len(args) or not all(_same_argument(f, e) for f, e in zip(given, args)):
             found.append(f"{program} must run with the arguments `{' '.join(args) or '(none)'}`, "
                          f"found `{' '.join(given) or '(none)'}`{where}")
-        _launcher(command[:at], env, variables, target, script.scheduler, found, where)
-        if best is None or len(found) < len(best):
-            best = found
-    problems.extend(best or [])
+        _launcher(launcher, layout, env, target, script.scheduler, asked.nodes or 1, found, where)
+        _build(command[at], launch, target, found, where)
+        _modules(launch, target, found, where)
+        if best is None or len(found) < len(best[1]):
+            best = (launch, found)
+    problems.extend(best[1])
+    return best[0]
 
 
 def _threads(env: dict[str, str], target: JobRequest, problems: list[str], where: str) -> None:
@@ -510,30 +638,96 @@ def _threads(env: dict[str, str], target: JobRequest, problems: list[str], where
                         f"the script exports {value or '(nothing)'}{where}{unset}")
 
 
-def _launcher(before: list[str], env: dict[str, str], variables: dict[str, str],
-              target: JobRequest, scheduler: str | None, problems: list[str], where: str) -> None:
+def _option(flags: list[str], names: tuple[str, ...]) -> tuple[str, str] | None:
+    """(value, the option as written) of the last of the options NAMES among FLAGS: `--opt value`,
+    `--opt=value`, and for one-letter options `-n8`."""
+    found = None
+    for i, word in enumerate(flags):
+        for name in names:
+            if word == name and i + 1 < len(flags):
+                found = (flags[i + 1], f"{word} {flags[i + 1]}")
+            elif word.startswith(name + "="):
+                found = (word[len(name) + 1:], word)
+            elif len(name) == 2 and word.startswith(name) and word[2:].isdigit():
+                found = (word[2:], word)
+    return found
+
+
+def _layout(launcher: str, flags: list[str], variables: dict[str, str]) -> Layout:
+    """The launcher's options: rank count, ranks per node, cores per rank, binding."""
+    layout = Layout()
+    count = _option(flags, ("-n", "-np", "--n", "--np", "--ntasks"))
+    if count:
+        layout.count = _value(count[0], variables)
+    if launcher == "srun":
+        per_node = _option(flags, ("--ntasks-per-node",))
+        cores = _option(flags, ("-c", "--cpus-per-task"))
+        bind = _option(flags, ("--cpu-bind", "--cpu_bind"))
+        if bind:
+            kinds = {k.split(":")[0].lower() for k in bind[0].split(",")} - {"verbose", "v",
+                                                                             "quiet", "q"}
+            if kinds:
+                layout.bind = "off" if kinds & BINDING_OFF else min(kinds)
+                layout.bind_shown = bind[1]
+    else:
+        # Open MPI (-npernode, -N, --map-by, --bind-to, -x); MPICH and Intel MPI (-ppn, -bind-to)
+        per_node = _option(flags, ("-npernode", "--npernode", "-N", "-ppn", "--ppn", "-perhost"))
+        cores = _option(flags, ("--cpus-per-rank", "-cpus-per-rank", "--cpus-per-proc",
+                                "-cpus-per-proc"))
+        mapping = _option(flags, ("--map-by", "-map-by"))
+        mapped_to = None
+        if mapping:
+            parts = mapping[0].split(":")
+            modifiers = parts[1:]
+            if parts[0].lower() == "ppr" and len(parts) >= 3:      # ppr:R:node[:PE=T]
+                if parts[2].lower() == "node":
+                    per_node = (parts[1], mapping[1])
+                modifiers = parts[3:]
+            mapped_to = parts[0].lower()
+            for modifier in modifiers:
+                name, _, number = modifier.partition("=")
+                if name.lower() == "pe":
+                    cores = (number, mapping[1])
+        bind = _option(flags, ("--bind-to", "-bind-to", "--binding", "-binding"))
+        if bind:
+            level, _, number = bind[0].lower().partition(":")
+            layout.bind = "off" if level in BINDING_OFF else level
+            layout.bind_shown = bind[1]
+            if number.isdigit() and not cores:      # MPICH: -bind-to core:T
+                cores = (number, bind[1])
+        elif cores:                         # PE=T: each rank bound to its T cores
+            layout.bind, layout.bind_shown = "core", cores[1]
+        elif mapped_to in ("core", "hwthread"):     # mapped to one, bound to it
+            layout.bind, layout.bind_shown = mapped_to, mapping[1]
+        for i, word in enumerate(flags[:-1]):
+            if word == "-x":
+                name, eq, value = flags[i + 1].partition("=")
+                if eq or name in variables:
+                    layout.env[name] = _value(value, variables) if eq else variables[name]
+    if per_node:
+        layout.per_node, layout.per_node_shown = _value(per_node[0], variables), per_node[1]
+    if cores:
+        layout.cores, layout.cores_shown = _value(cores[0], variables), cores[1]
+    return layout
+
+
+def _launcher(launcher: str | None, layout: Layout, env: dict[str, str], target: JobRequest,
+              scheduler: str | None, nodes: int, problems: list[str], where: str) -> None:
+    """The launch: through MPI where the run needs it, with all the ranks, laid out on the nodes
+    as the run asks, and (hybrid) bound to cores."""
     program = Path(target.program[0]).name
-    at = next((i for i, w in enumerate(before) if Path(w).name in LAUNCHERS), None)
-    if at is None:
+    if launcher is None:
         if is_mpi(target):
             problems.append(f"{program} is an MPI run of {target.ranks} rank(s): start it with "
                             f"`mpiexec -n {target.ranks} ...`"
                             + (" (or srun)" if scheduler == "slurm" else "")
                             + f", not on its own{where}")
         return
-    launcher = Path(before[at]).name
-    flags = before[at + 1:]
     if launcher == "srun" and scheduler != "slurm":
         problems.append(f"srun launches only under Slurm: use mpiexec under PJM{where}")
-    count = None
-    for i, word in enumerate(flags):
-        for flag in ("-n", "-np", "--n", "--np", "--ntasks"):
-            if word == flag and i + 1 < len(flags):
-                count = flags[i + 1]
-            elif word.startswith(flag + "=") or (flag == "-n" and re.fullmatch(r"-n\d+", word)):
-                count = word[len(flag):].lstrip("=")
-    if count is not None:
-        count = _value(count, variables)
+    count = layout.count
+    if count is None and layout.per_node and layout.per_node.isdigit() and launcher != "srun":
+        count = str(int(layout.per_node) * nodes)   # R per node on every node of the job
     if count is None and launcher != "srun":
         problems.append(f"{launcher} without a rank count: the run needs "
                         f"`{launcher} -n {target.ranks}`{where}")
@@ -542,104 +736,348 @@ def _launcher(before: list[str], env: dict[str, str], variables: dict[str, str],
         problems.append(f"{launcher}: the run needs {target.ranks} rank(s) in all "
                         f"({target.ranks_per_node} per node x {target.nodes} node(s)), the "
                         f"script starts {count} {what}{where}")
+    if is_mpi(target):
+        _placement(launcher, layout, target, problems, where)
     if is_mpi(target) and target.threads > 1:
-        bound = any(name in env for name in BINDING_VARIABLES) or any(
-            f.split("=")[0] in BINDING_FLAGS for f in flags)
-        if not bound:
-            problems.append(f"a hybrid run ({target.threads} threads per rank) needs its threads "
-                            f"bound to cores: export OMP_PROC_BIND=close and OMP_PLACES=cores, or "
-                            f"give {launcher} its binding flags (--bind-to core, --cpu-bind=cores)"
-                            f"{where}")
+        _binding(launcher, layout, env, target, scheduler, problems, where)
+
+
+def _placement(launcher: str, layout: Layout, target: JobRequest, problems: list[str],
+               where: str) -> None:
+    """The ranks per node and the cores per rank that the launcher's options give, against the
+    run and the cores of a node."""
+    cores_per_node = SYSTEMS[target.system].cores_per_node or target.cores_per_node
+    threads = target.threads
+    cores = int(layout.cores) if layout.cores and layout.cores.isdigit() else None
+    if cores is not None and cores != threads:
+        problems.append(f"{launcher} {layout.cores_shown}{where} gives each rank {cores} core(s), "
+                        f"but a rank runs {threads} thread(s), one core each: make it {threads}")
+    if layout.per_node and layout.per_node.isdigit() and \
+            int(layout.per_node) != target.ranks_per_node:
+        per_node = int(layout.per_node)
+        used = per_node * (cores or threads)
+        over = (f", {per_node} x {cores or threads} = {used} cores, more than the "
+                f"{cores_per_node} of a node" if cores_per_node and used > cores_per_node else "")
+        problems.append(f"{launcher} {layout.per_node_shown}{where} puts {per_node} rank(s) on "
+                        f"each node{over}; the run needs {target.ranks_per_node} rank(s) per node "
+                        f"x {threads} thread(s)" + (f" ({target.ranks_per_node * threads} of "
+                                                    f"the {cores_per_node} cores)"
+                                                    if cores_per_node else ""))
+
+
+def _openmp_binding(env: dict[str, str]) -> tuple[str | None, str]:
+    """What the OpenMP runtime makes of the environment: ("on", "off", "bad" or None: nothing
+    set) and the setting that decides it. OMP_PLACES alone binds (as OMP_PROC_BIND=true does);
+    OMP_PROC_BIND=false switches binding off whatever OMP_PLACES says."""
+    bind, places = env.get("OMP_PROC_BIND"), env.get("OMP_PLACES")
+    if bind is not None:
+        values = [v.strip().lower() for v in bind.split(",")]
+        if values == ["false"]:
+            return "off", f"OMP_PROC_BIND={bind}"
+        if not bind or not set(values) <= OMP_PROC_BIND_VALUES:
+            return "bad", f"OMP_PROC_BIND={bind or '(nothing)'}"
+        return "on", f"OMP_PROC_BIND={bind}"
+    if places is not None:
+        if OMP_PLACES_VALUE.fullmatch(places.strip()):
+            return "on", f"OMP_PLACES={places}"
+        return "bad", f"OMP_PLACES={places or '(nothing)'}"
+    return None, ""
+
+
+def _binding(launcher: str, layout: Layout, env: dict[str, str], target: JobRequest,
+             scheduler: str | None, problems: list[str], where: str) -> None:
+    """A hybrid run's threads bound to cores: by the launcher (each rank on its own cores), by
+    OpenMP (each thread on a core of its rank), or both; not switched off."""
+    threads = target.threads
+    omp, omp_shown = _openmp_binding(env)
+    ranks = ("srun --cpu-bind=cores" if launcher == "srun" else
+             f"--map-by ppr:{target.ranks_per_node}:node:PE={threads} --bind-to core")
+    how = "export OMP_PROC_BIND=close and OMP_PLACES=cores" + (
+        "" if scheduler == "pjm" else f", or bind the ranks ({ranks})")
+    if omp == "bad":
+        problems.append(f"{omp_shown} is not a setting the OpenMP runtime knows: it ignores "
+                        f"it, and binds nothing when {launcher} starts the program{where}; "
+                        f"OMP_PROC_BIND takes close, spread, "
+                        f"primary or true (false switches binding off), OMP_PLACES takes cores, "
+                        f"threads, sockets or a list of places")
+        return
+    if layout.bind == "off":
+        if omp == "on":
+            problems.append(f"{launcher} {layout.bind_shown}{where} leaves every rank the whole "
+                            f"node, and {omp_shown} then binds the threads of every rank of a "
+                            f"node to the same first cores (each rank's first thread takes the "
+                            f"first place): bind the ranks to cores of their own too ({ranks}), "
+                            f"or leave {layout.bind_shown} out")
+        else:
+            off = f", and {omp_shown} switches OpenMP's off" if omp == "off" else ""
+            problems.append(f"{launcher} {layout.bind_shown}{where} switches the ranks' binding "
+                            f"off{off}: nothing binds the {threads} threads of a rank to cores; "
+                            f"{how}")
+        return
+    if layout.bind in ("core", "hwthread") and layout.cores is None and launcher != "srun":
+        problems.append(f"{launcher} {layout.bind_shown}{where} binds each rank to one "
+                        f"{layout.bind}, so its {threads} threads share it: give each rank "
+                        f"{threads} cores, --map-by ppr:{target.ranks_per_node}:node:PE={threads} "
+                        f"(PE= is the cores of a rank)")
+        return
+    if layout.bind is not None or omp == "on":
+        return
+    if omp == "off":
+        ignored = " (OMP_PLACES is then ignored)" if "OMP_PLACES" in env else ""
+        problems.append(f"{omp_shown} switches the threads' binding off{ignored}, and "
+                        f"{launcher}{where} is given no binding of its own: nothing binds the "
+                        f"{threads} threads of a rank to cores; {how}")
+    else:
+        problems.append(f"a hybrid run ({threads} threads per rank) needs its threads bound to "
+                        f"cores: export OMP_PROC_BIND=close and OMP_PLACES=cores, or give "
+                        f"{launcher} its binding flags (--bind-to core with --map-by "
+                        f"ppr:{target.ranks_per_node}:node:PE={threads}, --cpu-bind=cores){where}")
+
+
+def _build_folder(path: str | None) -> str | None:
+    """The build folder (release, release-a64fx-fujitsu, ...) of a path into build/native/X/bin."""
+    match = re.search(r"(?:^|/)build/native/([^/]+)/bin(?:/|$)", path or "")
+    return match.group(1) if match else None
+
+
+def _build(word: str, launch: Launch, target: JobRequest, problems: list[str],
+           where: str) -> None:
+    """The course's program started in the build for the system's nodes: build/native/release
+    is built on the machine itself, release-TOOLCHAIN with the toolchain file cmake/TOOLCHAIN.cmake
+    for another processor (the A64FX of Odyssey)."""
+    program = Path(target.program[0]).name
+    if program not in OPENMP_PROGRAMS | MPI_PROGRAMS:
+        return
+    system = SYSTEMS[target.system]
+    wanted = _build_folder(system.programs).partition("-")[2]      # the toolchain, or ""
+    value = _value(word, launch.variables)
+    if "/" in value:
+        folder = _build_folder(_join(launch.cwd, value) or value)
+    else:                                  # found on the PATH: its first build folder
+        folder = next((f for f in map(_build_folder, launch.variables.get("PATH", "").split(":"))
+                       if f), None)
+    name = system.title.split(" (")[0]
+    if folder is None:
+        if system.arch:
+            problems.append(f"`{word}`{where}: which build of {program} is this? {name}'s "
+                            f"{system.arch} nodes run only the {system.arch} build: start "
+                            f"`./{system.programs}/{program}` by its path")
+        return
+    made_with = folder.partition("-")[2]
+    if made_with == wanted:
+        return
+    if wanted:
+        problems.append(f"`{word}`{where} is the build in build/native/{folder}, made for the "
+                        f"machine that built it (x86-64), which {name}'s {system.arch} nodes "
+                        f"cannot run: start the {system.arch} build, `./{system.programs}/"
+                        f"{program}` (python -m course build --toolchain cmake/{wanted}.cmake)")
+    else:
+        problems.append(f"`{word}`{where} is the build made with cmake/{made_with}.cmake, for "
+                        f"another processor (Odyssey's A64FX): this cluster's nodes run the build "
+                        f"made on it, `./{system.programs}/{program}`")
+
+
+def _modules(launch: Launch, target: JobRequest, problems: list[str], where: str) -> None:
+    """The modules of the system (its compiler's runtime and MPI) loaded before the launch."""
+    system = SYSTEMS[target.system]
+    missing = [m for m in system.modules if m.split("/")[0] not in launch.modules]
+    if missing:
+        name = system.title.split(" (")[0]
+        problems.append(f"`module load {' '.join(missing)}` is missing before "
+                        f"{Path(target.program[0]).name} starts{where}: on {name} the compiler's "
+                        f"runtime and MPI (mpiexec, the libraries the program was linked with) "
+                        f"come from it; load it before the launch line")
 
 
 # --- the whole check ----------------------------------------------------------------------------
 
-def problems(text: str, target: JobRequest) -> list[str]:
-    """Everything wrong with the job script `text` for the run `target`; empty if it is right."""
+def _examine(text: str, target: JobRequest) -> tuple[list[str], Script | None, Asked | None,
+                                                     Launch | None]:
+    """problems(), with what it read: the script, its request, its launch line."""
     if not isinstance(text, str):
-        return [f"the job script must be a str (its text), not {type(text).__name__}"]
+        return [f"the job script must be a str (its text), not {type(text).__name__}"], None, \
+            None, None
     check(target)                   # a target the system refuses is the caller's error
     script = read_script(text)
     found = list(script.problems)
     want = target.scheduler
     if script.scheduler is None:
         return found + [f"no {COMMANDS[want]['prefix']} lines: a {want} job script asks for its "
-                        f"resources in {COMMANDS[want]['prefix']} directives at its top"]
+                        f"resources in {COMMANDS[want]['prefix']} directives at its top"], \
+            script, None, None
     if script.scheduler != want:
         prefix = COMMANDS[script.scheduler]['prefix']
         return found + [f"this is a {script.scheduler} script ({prefix} lines), but the run is "
-                        f"for {want} ({COMMANDS[want]['prefix']} lines)"]
+                        f"for {want} ({COMMANDS[want]['prefix']} lines)"], script, None, None
     asked = (_slurm_asked if want == "slurm" else _pjm_asked)(script, target, found)
     _compare(script, asked, target, found)
     _rules(asked, target, found)
-    _body(script, asked, target, found)
-    return found
+    launch = _body(script, asked, target, found)
+    return found, script, asked, launch
+
+
+def problems(text: str, target: JobRequest) -> list[str]:
+    """Everything wrong with the job script `text` for the run `target`; empty if it is right."""
+    return _examine(text, target)[0]
 
 
 def check_script(text: str, target: JobRequest, what: str = "the job script") -> None:
     """Raise ScriptError listing every problem of the script, if it has any."""
-    found = problems(text, target)
+    _raise(problems(text, target), what)
+
+
+def _raise(found: list[str], what: str) -> None:
     if found:
         raise ScriptError(f"{what} has {len(found)} problem(s):\n"
                           + "\n".join(f"  - {p}" for p in found))
 
 
+# --- the job on the local Slurm (task 3) ----------------------------------------------------------
+
+def local_problems(text: str, target: JobRequest) -> list[str]:
+    """problems(), and what the local Slurm would refuse or its job fail on, found by the rules
+    (so also where no Slurm can run): a partition it lacks, more memory than its node has, and
+    the program or its input looked up where they are not (the job's working directory)."""
+    found, script, asked, launch = _examine(text, target)
+    if script is None or asked is None or script.scheduler != "slurm":
+        return found
+    partition = script.options.get("partition")
+    if partition is not None and partition != local_slurm.PARTITION:
+        found.append(f"#SBATCH --partition={partition} (line {script.lines['partition']}): the "
+                     f"local Slurm has one partition, `{local_slurm.PARTITION}` (its default), "
+                     f"and sbatch refuses a job for any other: name {local_slurm.PARTITION} or "
+                     f"leave --partition out")
+    _memory(script, asked, found)
+    chdir = script.options.get("chdir")
+    if chdir is not None and not os.path.isdir(os.path.expanduser(chdir)):
+        found.append(f"#SBATCH --chdir={chdir} (line {script.lines['chdir']}): no such folder "
+                     f"on this machine, so the job fails before its first line: --chdir="
+                     f"{COURSE}")
+    if launch is not None:
+        _workdir(launch, target, found)
+    return found
+
+
+def _megabytes(value: str) -> int | None:
+    """A Slurm memory size in megabytes: a number, in MB unless it ends in K, M, G or T (KB, MB,
+    GB, TB: sbatch takes those too)."""
+    match = re.fullmatch(r"(\d+)(?:([KMGT])B?)?", value.strip(), re.I)
+    if not match:
+        return None
+    number, unit = int(match.group(1)), (match.group(2) or "M").upper()
+    return {"K": -(-number // 1024), "M": number, "G": number * 1024,
+            "T": number * 1024 ** 2}[unit]
+
+
+def _memory(script: Script, asked: Asked, found: list[str]) -> None:
+    """--mem (a node's) or --mem-per-cpu (times the CPUs of the job on a node) against the memory
+    of the local Slurm's node."""
+    node = local_slurm.MEMORY_MB
+    given = [name for name in ("mem", "mem-per-cpu") if name in script.options]
+    if len(given) == 2:
+        found.append(f"#SBATCH --mem and --mem-per-cpu (lines {script.lines['mem']} and "
+                     f"{script.lines['mem-per-cpu']}): sbatch takes only one of them")
+        return
+    for name in given:
+        value, line = script.options[name], script.lines[name]
+        megabytes = _megabytes(value)
+        if megabytes is None:
+            found.append(f"#SBATCH --{name}={value} (line {line}) is not a memory size of Slurm: "
+                         f"megabytes, or a number with K, M, G or T (--{name}=500M)")
+            continue
+        cpus = (asked.threads or 1) * (asked.ranks_per_node or 1)
+        total = megabytes * cpus if name == "mem-per-cpu" else megabytes
+        times = f" x {cpus} CPU(s)" if name == "mem-per-cpu" else ""
+        if total > node:
+            found.append(f"#SBATCH --{name}={value} (line {line}) asks a node for {megabytes} "
+                         f"MB{times}" + (f" = {total} MB" if times else "") + f", more than the "
+                         f"{node} MB of the local Slurm's node: sbatch refuses the job "
+                         f"(\"Requested node configuration is not available\"); ask for at most "
+                         f"{node} MB, or leave --{name} out (the job then gets "
+                         f"{local_slurm.MEMORY_PER_CPU_MB} MB per CPU)")
+
+
+def _workdir(launch: Launch, target: JobRequest, found: list[str]) -> None:
+    """The program and its input found where the job looks for them: relative paths from the
+    job's working directory, which is the folder it was submitted from (a temporary one here)
+    unless the script changes it; a bare name on the job's PATH."""
+    course = os.path.realpath(COURSE)
+    program = Path(target.program[0]).name
+    command = launch.command
+    at = next(i for i, w in enumerate(command) if _is_program(w, program))
+    programs = re.compile(re.escape(course) + r"/build/native/[^/]+/bin/" + re.escape(program))
+    # (word, where it must lead): the program, and each argument that is a file of the checkout
+    wanted = [(command[at], programs)]
+    for word, expected in zip(command[at + 1:], target.program[1:]):
+        if (Path(COURSE) / expected).exists():
+            wanted.append((word, re.compile(re.escape(os.path.realpath(Path(COURSE) / expected)))))
+    relative, elsewhere = [], []
+    for word, where_it_is in wanted:
+        value = _value(word, launch.variables)
+        if "/" not in value and word == command[at]:     # a bare name: looked up on the PATH
+            folders = _value(launch.variables.get("PATH", ""), launch.variables).split(":")
+            if not any(programs.fullmatch(os.path.realpath(posixpath.join(f, value)))
+                       for f in folders if f.startswith("/")):
+                found.append(f"`{word}` (line {launch.number}) is looked up on the job's PATH, "
+                             f"where the course's programs are not: give its path, "
+                             f"`{COURSE}/build/native/release/bin/{program}`")
+            continue
+        full = _join(launch.cwd, value)
+        if full is not None and where_it_is.fullmatch(os.path.realpath(full)):
+            continue
+        (elsewhere if os.path.expanduser(value).startswith("/") else relative).append(word)
+    line = f" (line {launch.number})"
+    if relative:
+        shown = " and ".join(f"`{w}`" for w in relative)
+        cwd = launch.cwd
+        if cwd is None:
+            start = (f"the script changes to a folder this check cannot tell (a variable it does "
+                     f"not set) before it runs {shown}{line}")
+        elif cwd.startswith(SUBMIT_DIR):
+            start = (f"the job runs {shown}{line} from the folder it was submitted from (a "
+                     f"temporary folder on the grader), not from the course checkout, so they "
+                     f"are not found")
+        else:
+            start = (f"the job runs {shown}{line} in {cwd}, where its `cd` (or --chdir) took it, "
+                     f"but they are in the course checkout")
+        found.append(f"{start}: `cd {COURSE}` before the program (or `#SBATCH --chdir={COURSE}`), "
+                     f"or give their full paths")
+    if elsewhere:
+        shown = " and ".join(f"`{w}`" for w in elsewhere)
+        found.append(f"{shown}{line}: not the course's {program} and its input, which the local "
+                     f"Slurm's job finds in the course checkout, {COURSE}")
+
+
 def run_on_local_slurm(text: str, timeout: float = 120.0,
                        folder: str | Path | None = None) -> local_slurm.JobResult:
-    """Submit the script to a LocalSlurm started for it in a temporary folder (stopped after)."""
+    """Submit the script to a LocalSlurm started for it in a temporary folder (stopped after). The
+    job's output goes to that folder whatever the script says (nothing lands in the checkout)."""
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         tmp = Path(tmp)
         (tmp / "job.sh").write_text(text)
+        output = f"--output={tmp / 'job-%j.out'}"
         cluster = local_slurm.LocalSlurm(tmp / "slurm")
         try:
             cluster.start()
-            return cluster.run(tmp / "job.sh", cwd=tmp, timeout=timeout)
+            return cluster.run(tmp / "job.sh", cwd=tmp, timeout=timeout,
+                               options=(output, output.replace("--output", "--error")))
         finally:
             cluster.stop()
 
 
-# --- which queue ----------------------------------------------------------------------------------
-
-def first_queue(system: str, nodes: int, elapse: str) -> str | None:
-    """The general queue with the shortest elapse limit that takes `nodes` nodes for `elapse`
-    (HH:MM:SS) on `system`; None if none does."""
-    sys_ = SYSTEMS[system]
-    wanted = seconds(elapse)
-    fits = []
-    for name in GENERAL_QUEUES[system]:
-        queue = sys_.queue(name)
-        if queue.min_nodes <= nodes <= queue.max_nodes:
-            limit = seconds(queue.elapse_limit(nodes))
-            if wanted <= limit:
-                fits.append((max(seconds(lim) for _, lim in queue.limits), name))
-    return min(fits)[1] if fits else None
-
-
-def routed_queue(system: str, queue: str, nodes: int) -> str:
-    """The class a job of `nodes` nodes runs in: the sub-class that a routing queue (regular-o)
-    sends it to by its size, read from the queue's note in systems.py; else the queue itself."""
-    q = SYSTEMS[system].queue(queue)
-    for name, low, high in re.findall(r"([\w-]+) (\d+)-(\d+)", q.note if q else ""):
-        if int(low) <= nodes <= int(high):
-            return name
-    return queue
-
-
-def shell_syntax(text: str) -> str | None:
-    """What bash says about the script's syntax (`bash -n`), or None if it reads it."""
-    done = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True, timeout=30)
-    return done.stderr.strip().replace("bash: ", "") if done.returncode else None
-
-
 def check_local_job(text: str, target: JobRequest, what: str = "the job script") -> str:
-    """The rules first (ScriptError); then, where a local Slurm can run, the script submitted to
-    one: it must complete, with the thread count of the target and solc's 208 iterations
-    (ScriptError otherwise). Returns what was checked, in words."""
-    check_script(text, target, what)
+    """The rules first (ScriptError): the script's, and the local Slurm's (`local_problems`). Then,
+    where a local Slurm can run, the script submitted to one: it must complete, with the thread
+    count of the target and solc's 208 iterations (ScriptError otherwise). Returns what was
+    checked, in words: where no Slurm can run, that the grade rests on the rules alone and why."""
+    _raise(local_problems(text, target), what)
     reason = local_slurm.unavailable()
     if reason:
-        return (f"{what} follows the rules; Slurm cannot run here ({reason}), so it is graded by "
-                f"the rules alone")
+        return (f"{what} follows the rules. It was graded by the rules alone, not run: this "
+                f"machine cannot run the local Slurm ({reason}). The directives, the working "
+                f"directory, the memory and the partition were checked; whether the job really "
+                f"completes with threads {target.threads} and 208 iterations was not (a grading "
+                f"machine with Slurm, munge and root checks that)")
     try:
         result = run_on_local_slurm(text)
     except RuntimeError as err:                 # sbatch refused it
@@ -666,22 +1104,57 @@ def check_local_job(text: str, target: JobRequest, what: str = "the job script")
             f"208 iterations")
 
 
+def shell_syntax(text: str) -> str | None:
+    """What bash says about the script's syntax (`bash -n`), or None if it reads it."""
+    done = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True, timeout=30)
+    return done.stderr.strip().replace("bash: ", "") if done.returncode else None
+
+
+# --- which queue (task 4) -------------------------------------------------------------------------
+
+def first_queue(system: str, nodes: int, elapse: str) -> str | None:
+    """The general queue with the shortest elapse limit that takes `nodes` nodes for `elapse`
+    (HH:MM:SS) on `system`; None if none does."""
+    sys_ = SYSTEMS[system]
+    wanted = seconds(elapse)
+    fits = []
+    for name in GENERAL_QUEUES[system]:
+        queue = sys_.queue(name)
+        if queue.min_nodes <= nodes <= queue.max_nodes:
+            limit = seconds(queue.elapse_limit(nodes))
+            if wanted <= limit:
+                fits.append((max(seconds(lim) for _, lim in queue.limits), name))
+    return min(fits)[1] if fits else None
+
+
+def routed_queue(system: str, queue: str, nodes: int) -> str:
+    """The class a job of `nodes` nodes runs in: the sub-class that a routing queue (regular-o)
+    sends it to by its size, read from the queue's note in systems.py; else the queue itself."""
+    q = SYSTEMS[system].queue(queue)
+    for name, low, high in re.findall(r"([\w-]+) (\d+)-(\d+)", q.note if q else ""):
+        if int(low) <= nodes <= int(high):
+            return name
+    return queue
+
+
+def answers() -> tuple:
+    """The course's functions that answer task 4's question, "which queue takes this job, and
+    which class does it run in": the answers themselves, and the rule checks that answer it by
+    taking or refusing a job of a given queue (the generator's check, its queue part, and the
+    writer of scripts that runs it; this module's checks of a script, which run those rules)."""
+    from . import jobscript
+    return (first_queue, routed_queue, jobscript.check, jobscript._check_queue, jobscript.render,
+            _examine, _rules, problems, check_script, local_problems, check_local_job)
+
+
 @contextmanager
 def without_answers():
-    """While it lasts, the course's own answers to "which queue" (first_queue, routed_queue) raise
-    instead of answering: the grader calls a learner's function inside it."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("the answer must not call course.cluster.check's first_queue or "
-                             "routed_queue (the grader's own answers): read the queues from "
-                             "course.cluster.systems")
-    saved = {f: f.__code__ for f in (first_queue, routed_queue)}
-    try:
-        for f in saved:
-            f.__code__ = refuse.__code__
+    """While it lasts, every function of `answers()` raises instead of answering (however it is
+    reached: course.exercise.references_blocked): the grader calls a learner's function inside
+    it."""
+    from ..exercise import references_blocked
+    with references_blocked(*answers()):
         yield
-    finally:
-        for f, code in saved.items():
-            f.__code__ = code
 
 
 def call_without_answers(function, *args):

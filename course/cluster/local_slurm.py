@@ -3,7 +3,10 @@ scripts to it with `sbatch`.
 
 Debian's `slurm-wlm` and `munge` provide the daemons. Everything they write lives in the folder:
 a fresh munge key and its daemon, a generated `slurm.conf` (this machine as the only node, its
-CPUs as `slurmd -C` sees them, free ports), the controller and node daemons, their state and logs.
+CPUs as `slurmd -C` sees them, `MEMORY_MB` of its memory, one partition `PARTITION`, free ports),
+the controller and node daemons, their state and logs. Memory is a consumable resource, as on most
+clusters: sbatch refuses a job that asks a node for more than it has (`--mem`, or `--mem-per-cpu`
+times the job's CPUs on the node).
 `stop()` ends them all. It runs as root only (the daemons then run as root too, `SlurmUser=root`),
 which is the case on the CI machine and in a container; elsewhere `unavailable()` says why not.
 """
@@ -21,6 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 COMMANDS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "sinfo")
+# the node and partition the jobs see; exercise 07's check applies the same limits by the rules
+# where this Slurm cannot run (course.cluster.check.local_problems)
+PARTITION = "debug"
+MAX_TIME = "00:30:00"
+MEMORY_MB = 2048            # the node's memory for jobs (RealMemory; less on a smaller machine)
+MEMORY_PER_CPU_MB = 256     # what a job that asks for no memory gets per CPU (DefMemPerCPU)
 FINISHED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
             "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
 
@@ -113,7 +122,8 @@ class LocalSlurm:
         self.node = re.search(r"NodeName=(\S+)", hardware).group(1)
         self.cpus = int(re.search(r"CPUs=(\d+)", hardware).group(1))
         memory = int(re.search(r"RealMemory=(\d+)", hardware).group(1))
-        node_line = re.sub(r"RealMemory=\d+", f"RealMemory={max(memory // 2, 1)}", hardware)
+        node_line = re.sub(r"RealMemory=\d+", f"RealMemory={max(min(MEMORY_MB, memory), 1)}",
+                           hardware)
         f = self.folder
         (f / "state").mkdir(exist_ok=True)
         (f / "spool").mkdir(exist_ok=True)
@@ -137,31 +147,38 @@ SlurmdLogFile={f / 'slurmd.log'}
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/affinity
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU={MEMORY_PER_CPU_MB}
 MpiDefault=none
+# a job starts as soon as the node is free (by default sbatch's jobs wait up to 3 s each)
+SchedulerParameters=batch_sched_delay=0
 ReturnToService=2
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 MinJobAge=600
 KillWait=5
 {node_line} NodeAddr=127.0.0.1 State=UNKNOWN
-PartitionName=debug Nodes={self.node} Default=YES MaxTime=00:30:00 State=UP
+PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime={MAX_TIME} State=UP
 """)
 
     def stop(self) -> None:
-        for name in ("slurmd", "slurmctld", "munged"):
-            pid_file = self.folder / f"{name}.pid"
-            try:
-                pid = int(pid_file.read_text().split()[0])
-                os.kill(pid, signal.SIGTERM)
-            except (OSError, ValueError, IndexError):
-                continue
-            for _ in range(100):                # up to 10 s for it to go
+        # the two Slurm daemons together, then munge (which they talk through while they stop)
+        for names in (("slurmd", "slurmctld"), ("munged",)):
+            pids = []
+            for name in names:
                 try:
-                    os.kill(pid, 0)
-                except OSError:
-                    break
-                time.sleep(0.1)
+                    pid = int((self.folder / f"{name}.pid").read_text().split()[0])
+                    os.kill(pid, signal.SIGTERM)
+                    pids.append(pid)
+                except (OSError, ValueError, IndexError):
+                    continue
+            for pid in pids:
+                for _ in range(200):            # up to 10 s for it to go
+                    try:
+                        os.kill(pid, 0)
+                    except OSError:
+                        break
+                    time.sleep(0.05)
 
     def __enter__(self) -> "LocalSlurm":
         return self.start()
@@ -170,10 +187,13 @@ PartitionName=debug Nodes={self.node} Default=YES MaxTime=00:30:00 State=UP
         self.stop()
 
     # --- jobs -------------------------------------------------------------------------------
-    def submit(self, script: str | Path, cwd: str | Path, env: dict | None = None) -> int:
-        """sbatch SCRIPT from the folder CWD (where the job's output goes); the job id."""
-        done = subprocess.run(["sbatch", "--parsable", str(script)], cwd=cwd, capture_output=True,
-                              text=True, env={**self.env, **(env or {})}, timeout=30)
+    def submit(self, script: str | Path, cwd: str | Path, env: dict | None = None,
+               options: tuple[str, ...] = ()) -> int:
+        """sbatch SCRIPT from the folder CWD (where the job's output goes); the job id. OPTIONS go
+        to sbatch before the script and win over its #SBATCH lines."""
+        done = subprocess.run(["sbatch", "--parsable", *options, str(script)], cwd=cwd,
+                              capture_output=True, text=True, env={**self.env, **(env or {})},
+                              timeout=30)
         if done.returncode != 0:
             raise RuntimeError(f"sbatch {script}: {done.stderr.strip()}")
         return int(done.stdout.strip().split(";")[0])
@@ -201,5 +221,5 @@ PartitionName=debug Nodes={self.node} Default=YES MaxTime=00:30:00 State=UP
                          time.monotonic() - start)
 
     def run(self, script: str | Path, cwd: str | Path, timeout: float = 120.0,
-            env: dict | None = None) -> JobResult:
-        return self.wait(self.submit(script, cwd, env), timeout)
+            env: dict | None = None, options: tuple[str, ...] = ()) -> JobResult:
+        return self.wait(self.submit(script, cwd, env, options), timeout)

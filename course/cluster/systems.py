@@ -41,8 +41,10 @@ class System:
     env: tuple[tuple[str, str], ...] = ()
     numactl: str | None = None      # wrapper of a single-process (OpenMP) run
     mpiexec: str = "mpiexec"
-    # where `python -m course build` puts the programs for this system's nodes
+    # where `python -m course build` puts the programs for this system's nodes: the build made on
+    # the cluster itself, or (a processor of its own) with a toolchain file, named in the folder
     programs: str = "build/native/release/bin"
+    arch: str | None = None         # the compute nodes' processor, where only its own build runs
     group_required: bool = False
     notes: tuple[str, ...] = field(default=())
 
@@ -93,7 +95,7 @@ SYSTEMS = {
         env=(("XOS_MMM_L_PAGING_POLICY", "demand:demand:demand"),),
         numactl="numactl -l", group_required=True,
         # built with the A64FX toolchain file, on the login node (cross) or a compute node
-        programs="build/native/release-a64fx-fujitsu/bin",
+        programs="build/native/release-a64fx-fujitsu/bin", arch="A64FX",
         notes=("one MPI rank per CMG (4 per node, 12 threads each) is the recommended hybrid layout",
                "interactive jobs use no tokens: pjsub --interact -g GROUP "
                "-L rscgrp=interactive-o,node=1")),
