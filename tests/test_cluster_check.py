@@ -33,8 +33,18 @@ set -e
 export OMP_NUM_THREADS=12
 export OMP_PLACES=cores
 export OMP_PROC_BIND=close
-mpiexec -n 8 ./build/native/release/bin/fem3d_mpi_c cube_8.dat
+mpiexec -n 8 --map-by ppr:4:node:PE=12 --bind-to core ./build/native/release/bin/fem3d_mpi_c cube_8.dat
 """
+# Open MPI's launch of the run: 4 ranks per node, each bound to 12 cores of its own
+OPEN_MPI = "mpiexec -n 8 --map-by ppr:4:node:PE=12 --bind-to core"
+# the same script launched by a bare `mpiexec -n 8`: wrong, as Open MPI binds each rank to a
+# socket by default (more than 2 ranks), and two ranks on a socket then run their threads on the
+# same cores whatever OMP_PROC_BIND says (the wrong cases of the launcher edit this one)
+BARE = SLURM_SCRIPT.replace(OPEN_MPI, "mpiexec -n 8")
+NO_CORES = ("gives a rank no cores of its own (no PE=12 in --map-by, no --cpus-per-rank 12): "
+            "Open MPI binds each rank to a socket by default, and two ranks on a socket then run "
+            "their 12 threads on the same cores of it; give each rank its cores with --map-by "
+            "ppr:4:node:PE=12 --bind-to core")
 
 PJM_SCRIPT = """\
 #!/bin/bash
@@ -108,7 +118,8 @@ module load gcc openmpi
 set -euo pipefail
 echo "starting on $(hostname)"
 export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK OMP_PROC_BIND=spread
-mpirun -np $SLURM_NTASKS fem3d_mpi_c cube_8.dat > log.txt 2>&1
+mpirun -np $SLURM_NTASKS --map-by ppr:4:node:PE=$SLURM_CPUS_PER_TASK --bind-to core \\
+    fem3d_mpi_c cube_8.dat > log.txt 2>&1
 """, SLURM),
     "ntasks for the whole job, time in D-HH:MM:SS, srun": ("""\
 #!/bin/sh
@@ -117,19 +128,25 @@ OMP_NUM_THREADS=12
 export OMP_NUM_THREADS
 srun --cpu-bind=cores ./fem3d_mpi_c ./cube_8.dat
 """, SLURM),
-    "Open MPI's binding flags instead of OMP_PROC_BIND": (SLURM_SCRIPT.replace(
+    "Open MPI's binding flags instead of OMP_PROC_BIND": (BARE.replace(
         "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\nmpiexec -n 8",
         "mpiexec --map-by ppr:4:node:PE=12 --bind-to core -n 8"), SLURM),
     "Open MPI: ranks per node and cores per rank by --map-by ppr, no -n, no OpenMP binding": (
-        SLURM_SCRIPT.replace("export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\nmpiexec -n 8",
-                             "mpiexec --map-by ppr:4:node:PE=12 --bind-to core"), SLURM),
-    "Open MPI: -npernode and --cpus-per-rank, an OpenMP binding list": (SLURM_SCRIPT.replace(
+        BARE.replace("export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\nmpiexec -n 8",
+                     "mpiexec --map-by ppr:4:node:PE=12 --bind-to core"), SLURM),
+    "Open MPI: -npernode and --cpus-per-rank, an OpenMP binding list": (BARE.replace(
         "OMP_PROC_BIND=close\nmpiexec -n 8",
         "OMP_PROC_BIND=spread,close\nmpirun -np 8 -npernode 4 --cpus-per-rank 12 --bind-to core"),
         SLURM),
+    "Open MPI: --cpus-per-proc and the default mapping, OMP_PLACES alone": (BARE.replace(
+        "export OMP_PROC_BIND=close\nmpiexec -n 8", "mpiexec -n 8 --cpus-per-proc 12"), SLURM),
+    "Open MPI: the cores of a rank by --map-by socket:PE=, mapped by socket": (BARE.replace(
+        "mpiexec -n 8", "mpiexec -n 8 --map-by socket:PE=12 --bind-to core"), SLURM),
+    "MPICH: -ppn and -bind-to core:T": (BARE.replace(
+        "mpiexec -n 8", "mpiexec -n 8 -ppn 4 -bind-to core:12"), SLURM),
     "srun: the tasks per node and the cores of a task on its line, OMP_PLACES alone": (
-        SLURM_SCRIPT.replace("export OMP_PROC_BIND=close\nmpiexec -n 8",
-                             "srun --ntasks-per-node=4 -c 12 --cpu-bind=verbose,cores"), SLURM),
+        BARE.replace("export OMP_PROC_BIND=close\nmpiexec -n 8",
+                     "srun --ntasks-per-node=4 -c 12 --cpu-bind=verbose,cores"), SLURM),
     "the PJM one": (PJM_SCRIPT, PJM),
     "PJM: the A64FX build on the PATH, a module's version, Lmod's ml": (PJM_SCRIPT.replace(
         "module load fj\n", "ml fj/4.10.0\nexport PATH=$HOME/pfem/build/native/"
@@ -205,64 +222,91 @@ WRONG = {
         ["mpiexec: the run needs 8 rank(s) in all (4 per node x 2 node(s)), the script starts "
          "4 ranks (line 13)"]),
     "mpiexec without a count": (
-        edit(SLURM_SCRIPT, "mpiexec -n 8", "mpiexec"), SLURM,
+        edit(BARE, "mpiexec -n 8", "mpiexec"), SLURM,
         ["mpiexec without a rank count: the run needs `mpiexec -n 8`"]),
     "an MPI program without mpiexec": (
-        edit(SLURM_SCRIPT, "mpiexec -n 8 ", ""), SLURM,
+        edit(BARE, "mpiexec -n 8 ", ""), SLURM,
         ["is an MPI run of 8 rank(s): start it with `mpiexec -n 8 ...` (or srun)"]),
     "binding switched off: OMP_PROC_BIND=false": (
-        edit(SLURM_SCRIPT, "OMP_PROC_BIND=close", "OMP_PROC_BIND=false"), SLURM,
+        edit(BARE, "OMP_PROC_BIND=close", "OMP_PROC_BIND=false"), SLURM,
         ["OMP_PROC_BIND=false switches the threads' binding off (OMP_PLACES is then ignored), "
-         "and mpiexec (line 13) is given no binding of its own"]),
+         "and mpiexec (line 13) is given no binding of its own: nothing binds the 12 threads of "
+         "a rank to cores; give each rank its 12 cores (--map-by ppr:4:node:PE=12 --bind-to "
+         "core), and export OMP_PROC_BIND=close and OMP_PLACES=cores to bind each thread to one "
+         "of them"]),
     "an OMP_PROC_BIND that OpenMP does not know": (
-        edit(SLURM_SCRIPT, "OMP_PROC_BIND=close", "OMP_PROC_BIND=yes"), SLURM,
+        edit(BARE, "OMP_PROC_BIND=close", "OMP_PROC_BIND=yes"), SLURM,
         ["OMP_PROC_BIND=yes is not a setting the OpenMP runtime knows: it ignores it, and binds "
          "nothing when mpiexec starts the program (line 13)"]),
     "an OMP_PLACES that OpenMP does not know": (
-        edit(SLURM_SCRIPT, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\n",
+        edit(BARE, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\n",
              "export OMP_PLACES=core\n"), SLURM, ["OMP_PLACES=core is not a setting"]),
     "binding switched off: --bind-to none": (
-        edit(SLURM_SCRIPT, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\nmpiexec -n 8",
+        edit(BARE, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\nmpiexec -n 8",
              "mpiexec -n 8 --bind-to none"), SLURM,
         ["mpiexec --bind-to none (line 11) switches the ranks' binding off: nothing binds the 12 "
          "threads of a rank to cores"]),
     "binding switched off: srun --cpu-bind=none": (
-        edit(SLURM_SCRIPT, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\nmpiexec -n 8",
+        edit(BARE, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\nmpiexec -n 8",
              "srun --cpu-bind=none"), SLURM,
         ["srun --cpu-bind=none (line 11) switches the ranks' binding off"]),
     "--bind-to none under OpenMP binding: every rank's threads on the same cores": (
-        edit(SLURM_SCRIPT, "mpiexec -n 8", "mpiexec --bind-to=none -n 8"), SLURM,
+        edit(BARE, "mpiexec -n 8", "mpiexec --bind-to=none -n 8"), SLURM,
         ["mpiexec --bind-to=none (line 13) leaves every rank the whole node, and "
          "OMP_PROC_BIND=close then binds the threads of every rank of a node to the same first "
          "cores"]),
     "--bind-to core without the cores of a rank": (
-        edit(SLURM_SCRIPT, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\nmpiexec -n 8",
+        edit(BARE, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\nmpiexec -n 8",
              "mpiexec -n 8 --bind-to core"), SLURM,
         ["mpiexec --bind-to core (line 11) binds each rank to one core, so its 12 threads share "
          "it: give each rank 12 cores, --map-by ppr:4:node:PE=12"]),
+    "Open MPI: a bare mpiexec -n 8 under OpenMP binding alone": (
+        BARE, SLURM, [f"mpiexec (line 13) {NO_CORES}"]),
+    "Open MPI: mpirun -np $SLURM_NTASKS under OMP_PROC_BIND=spread alone": (
+        edit(STYLES["short options, separate and joined values, another order"][0],
+             " --map-by ppr:4:node:PE=$SLURM_CPUS_PER_TASK --bind-to core \\\n   ", ""), SLURM,
+        [f"mpirun (line 15) {NO_CORES}"]),
+    "Open MPI: OMP_PLACES alone, mpiexec -n 8": (
+        edit(BARE, "export OMP_PROC_BIND=close\n", ""), SLURM, [f"mpiexec (line 12) {NO_CORES}"]),
+    "Open MPI: -npernode 4 places the ranks but gives them no cores": (
+        edit(BARE, "mpiexec -n 8", "mpirun -npernode 4"), SLURM, [f"mpirun (line 13) {NO_CORES}"]),
+    "Open MPI: --map-by ppr without PE=": (
+        edit(BARE, "mpiexec -n 8", "mpiexec -n 8 --map-by ppr:4:node"), SLURM,
+        [f"mpiexec (line 13) {NO_CORES}"]),
+    "Open MPI: --bind-to socket, the ranks of a socket on its same cores": (
+        edit(BARE, "mpiexec -n 8", "mpiexec -n 8 --bind-to socket"), SLURM,
+        ["mpiexec --bind-to socket (line 13) gives a rank no cores of its own (no PE=12 in "
+         "--map-by, no --cpus-per-rank 12): --bind-to socket binds each rank to a whole socket, "
+         "and two ranks on a socket then run their 12 threads on the same cores of it; give "
+         "each rank its cores with --map-by ppr:4:node:PE=12 --bind-to core"]),
+    "Open MPI: --bind-to socket, no OpenMP binding": (
+        edit(BARE, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\nmpiexec -n 8",
+             "mpiexec -n 8 --bind-to socket"), SLURM,
+        ["mpiexec --bind-to socket (line 11) gives a rank no cores of its own"]),
     "Open MPI: 8 ranks of 12 cores on a 48-core node": (
-        edit(SLURM_SCRIPT, "mpiexec -n 8", "mpiexec -n 8 --map-by ppr:8:node:PE=12 --bind-to core"),
+        edit(SLURM_SCRIPT, "--map-by ppr:4:node:PE=12", "--map-by ppr:8:node:PE=12"),
         SLURM, ["mpiexec --map-by ppr:8:node:PE=12 (line 13) puts 8 rank(s) on each node, 8 x 12 "
                 "= 96 cores, more than the 48 of a node; the run needs 4 rank(s) per node x 12 "
                 "thread(s)"]),
     "Open MPI: the cores of a rank not its threads": (
-        edit(SLURM_SCRIPT, "mpiexec -n 8", "mpiexec --map-by slot:PE=6 -n 8"), SLURM,
+        edit(BARE, "mpiexec -n 8", "mpiexec --map-by slot:PE=6 -n 8"), SLURM,
         ["mpiexec --map-by slot:PE=6 (line 13) gives each rank 6 core(s), but a rank runs 12 "
          "thread(s)"]),
     "Open MPI: all the ranks on each node by -npernode": (
-        edit(SLURM_SCRIPT, "mpiexec -n 8", "mpiexec -npernode 8"), SLURM,
+        edit(BARE, "mpiexec -n 8", "mpiexec -npernode 8"), SLURM,
         ["mpiexec -npernode 8 (line 13) puts 8 rank(s) on each node, 8 x 12 = 96 cores",
          "the script starts 16 ranks"]),
     "srun: the tasks per node of the whole job": (
-        edit(SLURM_SCRIPT, "mpiexec -n 8", "srun --ntasks-per-node=8"), SLURM,
+        edit(BARE, "mpiexec -n 8", "srun --ntasks-per-node=8"), SLURM,
         ["srun --ntasks-per-node=8 (line 13) puts 8 rank(s) on each node"]),
     "the A64FX build on a generic cluster": (
         edit(SLURM_SCRIPT, "release/bin", "release-a64fx-fujitsu/bin"), SLURM,
         ["`./build/native/release-a64fx-fujitsu/bin/fem3d_mpi_c` (line 13) is the build made with "
          "cmake/a64fx-fujitsu.cmake, for another processor"]),
     "no binding in a hybrid run": (
-        edit(SLURM_SCRIPT, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\n", ""), SLURM,
-        ["needs its threads bound to cores"]),
+        edit(BARE, "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\n", ""), SLURM,
+        ["a hybrid run (12 threads per rank) needs its threads bound to cores: give each rank its "
+         "12 cores (--map-by ppr:4:node:PE=12 --bind-to core)"]),
     "the wrong input": (
         edit(SLURM_SCRIPT, "cube_8.dat", "cube_4.dat"), SLURM,
         ["fem3d_mpi_c must run with the arguments `cube_8.dat`, found `cube_4.dat`"]),
@@ -368,6 +412,28 @@ def test_a_wrong_script_is_rejected_with_its_message(case):
     with pytest.raises(ck.ScriptError) as err:
         ck.check_script(text, target, "my_script")
     assert str(err.value).startswith(f"my_script has {len(found)} problem(s):")
+
+
+def test_only_a_hybrid_open_mpi_launch_under_slurm_must_be_given_the_cores_of_a_rank():
+    """Open MPI binds each rank to a socket by default (more than 2 ranks), so a hybrid mpiexec
+    under Slurm needs PE=T or --cpus-per-rank T; PJM's mpiexec (its --mpi proc and --omp thread
+    place the ranks), srun with -c T, and a pure MPI run do not."""
+    assert any(NO_CORES in p for p in ck.problems(BARE, SLURM))
+    assert ck.problems(PJM_SCRIPT, PJM) == []                  # the same bare line under PJM
+    generic_pjm = GENERATED["generic pjm"]
+    assert "mpiexec -n 8 " in jobscript.render(generic_pjm)
+    assert ck.problems(jobscript.render(generic_pjm), generic_pjm) == []
+    srun = edit(BARE, "mpiexec -n 8", "srun -c 12 --cpu-bind=cores")
+    assert ck.problems(srun, SLURM) == []
+    pure = JobRequest(program=["fem3d_mpi_c", "cube_8.dat"], nodes=2, ranks_per_node=48,
+                      time="00:20:00", queue="cpu", cores_per_node=48)
+    text = edit(edit(edit(BARE, "--ntasks-per-node=4", "--ntasks-per-node=48"),
+                     "#SBATCH --cpus-per-task=12         # one core per OpenMP thread\n", ""),
+                "OMP_NUM_THREADS=12", "OMP_NUM_THREADS=1").replace("mpiexec -n 8", "mpiexec -n 96")
+    assert ck.problems(text, pure) == []
+    for right in ("--map-by ppr:4:node:PE=12 --bind-to core", "--cpus-per-rank 12",
+                  "-npernode 4 --cpus-per-proc=12", "--map-by numa:PE=12"):
+        assert ck.problems(edit(BARE, "mpiexec -n 8", f"mpiexec -n 8 {right}"), SLURM) == [], right
 
 
 def test_numbers_of_the_schedulers():

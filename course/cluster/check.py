@@ -8,9 +8,12 @@ through MPI with the right rank count for an MPI run; the launcher's layout (Ope
 `--map-by ppr:R:node:PE=T`, `-npernode`, srun's `--ntasks-per-node` and `-c`: ranks per node x
 cores per rank against the run and the node); the binding of a hybrid run (`OMP_PROC_BIND=false`,
 `--bind-to none` and `--cpu-bind=none` bind nothing, `--bind-to core` without PE= binds a rank to
-one core); the build of the program for the system's nodes (Odyssey's A64FX build); and the
-`module load` lines the system needs before the launch. It returns one teaching message per
-problem (empty: the script is right); `check_script` raises `ScriptError` with all of them.
+one core, and under Slurm an mpiexec that gives a rank no cores of its own, no PE=T and no
+`--cpus-per-rank T`, leaves Open MPI's default, each rank bound to a whole socket, where two ranks
+run their threads on the same cores); the build of the program for the system's nodes (Odyssey's
+A64FX build); and the `module load` lines the system needs before the launch. It returns one
+teaching message per problem (empty: the script is right); `check_script` raises `ScriptError`
+with all of them.
 
 `check_local_job` grades exercise 07's task 3: the rules, the local Slurm's own rules
 (`local_problems`: its partition, its node's memory, the folder the job runs the program from),
@@ -792,8 +795,17 @@ def _binding(launcher: str, layout: Layout, env: dict[str, str], target: JobRequ
     omp, omp_shown = _openmp_binding(env)
     ranks = ("srun --cpu-bind=cores" if launcher == "srun" else
              f"--map-by ppr:{target.ranks_per_node}:node:PE={threads} --bind-to core")
-    how = "export OMP_PROC_BIND=close and OMP_PLACES=cores" + (
-        "" if scheduler == "pjm" else f", or bind the ranks ({ranks})")
+    # Open MPI's mpiexec under Slurm (not PJM's, whose --mpi proc and --omp thread place the
+    # ranks) must be told the cores of a rank: without PE=T or --cpus-per-rank T it binds each
+    # rank to a socket (more than 2 ranks; to one core with 2 or fewer), and two ranks on a socket
+    # then run their threads on the same cores whatever OpenMP's binding says
+    no_cores = (launcher in ("mpiexec", "mpirun") and scheduler != "pjm" and layout.cores is None)
+    if no_cores:
+        how = (f"give each rank its {threads} cores ({ranks}), and export OMP_PROC_BIND=close and "
+               f"OMP_PLACES=cores to bind each thread to one of them")
+    else:
+        how = "export OMP_PROC_BIND=close and OMP_PLACES=cores" + (
+            "" if scheduler == "pjm" else f", or bind the ranks ({ranks})")
     if omp == "bad":
         problems.append(f"{omp_shown} is not a setting the OpenMP runtime knows: it ignores "
                         f"it, and binds nothing when {launcher} starts the program{where}; "
@@ -820,6 +832,17 @@ def _binding(launcher: str, layout: Layout, env: dict[str, str], target: JobRequ
                         f"{threads} cores, --map-by ppr:{target.ranks_per_node}:node:PE={threads} "
                         f"(PE= is the cores of a rank)")
         return
+    if no_cores and (layout.bind is not None or omp == "on"):
+        if layout.bind is None:
+            shown, binds = "", "Open MPI binds each rank to a socket by default"
+        else:
+            shown = f" {layout.bind_shown}"
+            binds = f"{layout.bind_shown} binds each rank to a whole {layout.bind}"
+        problems.append(f"{launcher}{shown}{where} gives a rank no cores of its own (no "
+                        f"PE={threads} in --map-by, no --cpus-per-rank {threads}): {binds}, and "
+                        f"two ranks on a socket then run their {threads} threads on the same cores "
+                        f"of it; give each rank its cores with {ranks}")
+        return
     if layout.bind is not None or omp == "on":
         return
     if omp == "off":
@@ -828,10 +851,12 @@ def _binding(launcher: str, layout: Layout, env: dict[str, str], target: JobRequ
                         f"{launcher}{where} is given no binding of its own: nothing binds the "
                         f"{threads} threads of a rank to cores; {how}")
     else:
+        fix = how if no_cores else (f"export OMP_PROC_BIND=close and OMP_PLACES=cores, or give "
+                                    f"{launcher} its binding flags (--bind-to core with --map-by "
+                                    f"ppr:{target.ranks_per_node}:node:PE={threads}, "
+                                    f"--cpu-bind=cores)")
         problems.append(f"a hybrid run ({threads} threads per rank) needs its threads bound to "
-                        f"cores: export OMP_PROC_BIND=close and OMP_PLACES=cores, or give "
-                        f"{launcher} its binding flags (--bind-to core with --map-by "
-                        f"ppr:{target.ranks_per_node}:node:PE={threads}, --cpu-bind=cores){where}")
+                        f"cores: {fix}{where}")
 
 
 def _build_folder(path: str | None) -> str | None:
