@@ -213,6 +213,323 @@ def test_a_library_without_halo_exchange(tmp_path):
     assert "no function halo_exchange" in message, message
 
 
+# --- what the values alone do not show (issue 19): the communicator, the requests, pickling, ----
+# --- a receive too small, the course's exchange behind its front door ---------------------------
+
+def python_body(body: str) -> str:
+    """The solution's halo_exchange.py with `body` in place of its solution."""
+    text = solution_file("python")
+    start, end = text.index("    ### BEGIN SOLUTION\n"), text.index("    ### END SOLUTION")
+    return text[:start] + body + text[end:]
+
+
+def fortran_body(body: str) -> str:
+    """The solution's halo_exchange.f90 with `body` after its declarations (m, k: integers,
+    requests(2 * n_neighbours), TAG = 5)."""
+    text = solution_file("fortran")
+    start = text.index("  integer(c_int) :: m, k, first, last\n")
+    end = text.index("  ! ### END SOLUTION")
+    return text[:start] + "  integer(c_int) :: m, k\n" + body + text[end:]
+
+
+TRANSLATED_TO_WORLD = """
+    MPI_Group group, world;                      /* the right ranks, but on MPI_COMM_WORLD */
+    MPI_Comm_group(comm, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int ranks[n_neighbours + 1];
+    MPI_Group_translate_ranks(group, n_neighbours, neighbours, world, ranks);
+    MPI_Request requests[2 * n_neighbours + 1];
+    for (int k = 0; k < export_ptr[n_neighbours]; k++)
+        send_buf[k] = x[export_index[k]];
+    for (int m = 0; m < n_neighbours; m++)
+        MPI_Irecv(recv_buf + import_ptr[m], import_ptr[m + 1] - import_ptr[m], MPI_DOUBLE,
+                  ranks[m], 5, MPI_COMM_WORLD, &requests[m]);
+    for (int m = 0; m < n_neighbours; m++)
+        MPI_Isend(send_buf + export_ptr[m], export_ptr[m + 1] - export_ptr[m], MPI_DOUBLE,
+                  ranks[m], 5, MPI_COMM_WORLD, &requests[n_neighbours + m]);
+    MPI_Waitall(2 * n_neighbours, requests, MPI_STATUSES_IGNORE);
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    for (int k = 0; k < import_ptr[n_neighbours]; k++)
+        x[import_index[k]] = recv_buf[k];
+"""
+
+
+def on_world(lang: str) -> str:
+    if lang == "c":
+        return changed(solution_file("c"), "TAG, comm, &", "TAG, MPI_COMM_WORLD, &")
+    if lang == "fortran":
+        return changed(solution_file("fortran"), "TAG, comm, requests",
+                       "TAG, MPI_COMM_WORLD, requests")
+    if lang == "python":
+        return changed(solution_file("python"), "    tag = 5\n",
+                       "    tag = 5\n    comm = MPI.COMM_WORLD\n")
+    return with_body(solution_file("c"), TRANSLATED_TO_WORLD)
+
+
+@pytest.mark.parametrize("lang", ["c", "fortran", "python", "c_translated_ranks"])
+def test_an_exchange_on_mpi_comm_world_fails_and_says_so(tmp_path, lang):
+    """The MPI monitor sees the call on MPI_COMM_WORLD (in Fortran too) and ends the job."""
+    message = failure(tmp_path, lang.split("_")[0], on_world(lang), SMALL[:2])
+    assert re.search(r"called MPI_I(recv|send) on MPI_COMM_WORLD on rank \d with the", message)
+    assert "the MPI job was ended" in message, message
+    assert "not on the comm it is given" in message and "pass comm" in message, message
+
+
+@pytest.mark.parametrize("lang", ["c", "c_translated_ranks"])
+def test_without_the_monitor_an_exchange_on_mpi_comm_world_still_fails(tmp_path, monkeypatch,
+                                                                         lang):
+    """The check's communicator has its ranks rotated (a subset of the job's, in the second
+    case), and a receive of any message waits on MPI_COMM_WORLD meanwhile: even the right world
+    ranks deadlock."""
+    monkeypatch.setattr(grading.mpi_monitor, "library", lambda: None)
+    with pytest.raises(AssertionError) as info:
+        grading.check_halo_exchange(write(tmp_path, "c", on_world(lang)), "c", SMALL[:2],
+                                    exchange_timeout=2.0)
+    assert "deadlock" in str(info.value) and "not MPI_COMM_WORLD" in str(info.value), info.value
+
+
+def test_a_message_sent_on_mpi_comm_world_is_caught(tmp_path, monkeypatch):
+    """A right exchange that also sends a message on MPI_COMM_WORLD (here to itself): without
+    the monitor (which would end the job at that call), the check's receive on MPI_COMM_WORLD
+    catches it."""
+    monkeypatch.setattr(grading.mpi_monitor, "library", lambda: None)
+    text = changed(solution_file("c"), "    /* ### END SOLUTION */",
+                   "    int me, one = 1;\n    MPI_Comm_rank(MPI_COMM_WORLD, &me);\n"
+                   "    MPI_Send(&one, 1, MPI_INT, me, 77, MPI_COMM_WORLD);\n"
+                   "    /* ### END SOLUTION */")
+    message = failure(tmp_path, "c", text, SMALL[:1])
+    assert "sent a message on MPI_COMM_WORLD" in message and "(tag 77)" in message, message
+
+
+RECEIVES_ONLY = {"c": ("MPI_Waitall(2 * n_neighbours,", "MPI_Waitall(n_neighbours,"),
+                 "fortran": ("call MPI_Waitall(2 * n_neighbours,", "call MPI_Waitall(n_neighbours,"),
+                 "python": ("MPI.Request.Waitall(requests)",
+                            "MPI.Request.Waitall(requests[:len(neighbours)])")}
+
+
+@pytest.mark.parametrize("lang", ["c", "fortran", "python"])
+def test_send_requests_never_completed_are_reported(tmp_path, lang):
+    """MPI_Waitall over the receives only: the values are right (the small messages go eagerly),
+    and the MPI monitor (PMPI wrappers; Open MPI's Fortran bindings call PMPI_) counts the send
+    requests left outstanding."""
+    text = changed(solution_file(lang), *RECEIVES_ONLY[lang])
+    message = failure(tmp_path, lang, text, SMALL[:1])
+    assert "requests still outstanding" in message and "in exchange 1 of 3" in message, message
+    assert re.search(r"on rank \d, 1 send request \(MPI_Isend\) was never completed by a wait "
+                     r"or test", message), message
+    assert "MPI_Waitall over the receives and the sends" in message
+
+
+TOO_SMALL = {"c": ("import_ptr[m + 1] - import_ptr[m], MPI_DOUBLE,",
+                   "import_ptr[m + 1] - import_ptr[m] - 1, MPI_DOUBLE,"),
+             "fortran": ("call MPI_Irecv(recv_buf(first:last), last - first + 1,",
+                         "call MPI_Irecv(recv_buf(first:last), last - first,"),
+             "python": ("part = recv[import_ptr[m]:import_ptr[m + 1]]",
+                        "part = recv[import_ptr[m]:import_ptr[m + 1] - 1]")}
+
+
+@pytest.mark.parametrize("lang", ["c", "fortran", "python"])
+def test_a_receive_too_small_is_named_mpi_err_truncate(tmp_path, lang):
+    """Not a 'deadlock': the monitor names the error and the receive, and ends the job at once."""
+    message = failure(tmp_path, lang, changed(solution_file(lang), *TOO_SMALL[lang]), SMALL)
+    assert "MPI_ERR_TRUNCATE" in message and "deadlock" not in message, message
+    found = re.search(r"the receive from rank (\d) has room for (\d+) values of MPI_DOUBLE\w* "
+                      r"\(\d+ bytes\), but rank (\d) sends (\d+) values", message)
+    assert found and found.group(1) == found.group(3), message
+    assert int(found.group(2)) == int(found.group(4)) - 1, message
+    assert "import_ptr" in message and "room for the whole message" in message, message
+
+
+def test_a_receive_of_floats_says_the_values_are_doubles(tmp_path):
+    text = changed(solution_file("c"), "import_ptr[m + 1] - import_ptr[m], MPI_DOUBLE,",
+                   "import_ptr[m + 1] - import_ptr[m], MPI_FLOAT,")
+    message = failure(tmp_path, "c", text, SMALL[:1])
+    assert "MPI_ERR_TRUNCATE" in message and "values of MPI_FLOAT" in message, message
+    assert "receive them as MPI_DOUBLE" in message, message
+
+
+@pytest.mark.parametrize("lang", ["c", "fortran"])
+def test_without_the_monitor_mpi_names_the_error_itself(tmp_path, monkeypatch, lang):
+    """MPI_ERRORS_ARE_FATAL on the learner's communicator: Open MPI's report is read."""
+    monkeypatch.setattr(grading.mpi_monitor, "library", lambda: None)
+    message = failure(tmp_path, lang, changed(solution_file(lang), *TOO_SMALL[lang]), SMALL[:1])
+    assert "MPI_ERR_TRUNCATE" in message and "deadlock" not in message, message
+    assert "room for the whole message" in message, message
+
+
+ALLTOALL = """    out = [[] for _ in range(comm.Get_size())]
+    for m, rank in enumerate(neighbours):
+        out[rank] = x[export_index[export_ptr[m]:export_ptr[m + 1]]]
+    got = comm.alltoall(out)
+    for m, rank in enumerate(neighbours):
+        x[import_index[import_ptr[m]:import_ptr[m + 1]]] = got[rank]
+"""
+WORLD_ALLGATHER = """    owners = MPI.COMM_WORLD.allgather(x)   # every rank's whole vector, pickled
+    x[import_index] = np.nan
+"""
+
+
+@pytest.mark.parametrize("body, line", [(ALLTOALL, "got = comm.alltoall(out)"),
+                                        (WORLD_ALLGATHER, "MPI.COMM_WORLD.allgather(x)")],
+                         ids=["alltoall", "world_allgather"])
+def test_pickling_collectives_are_refused(tmp_path, body, line):
+    message = failure(tmp_path, "python", python_body(body), SMALL[:1])
+    assert "TypeError: the lower-case mpi4py calls" in message and "pickle" in message, message
+    assert "buffer-based communication of the lecture" in message and line in message, message
+
+
+PRIVATE_HELPER = """    from types import SimpleNamespace
+    from course.parallel.halo import Halo
+    halo = object.__new__(Halo)
+    halo.comm, halo.send, halo.recv = comm, np.empty(len(export_index)), np.empty(len(import_index))
+    halo.local = SimpleNamespace(neighbours=neighbours, import_ptr=import_ptr,
+                                 import_index=import_index, export_ptr=export_ptr,
+                                 export_index=export_index)
+    halo._update_p2p(x)
+"""
+
+
+def test_the_course_exchange_is_blocked_behind_its_front_door(tmp_path):
+    message = failure(tmp_path, "python", python_body(PRIVATE_HELPER), SMALL[:1])
+    assert "ReferenceUsed" in message and "Halo._update_p2p" in message, message
+
+
+# right, but not the solution's: they keep their points (the monitor sees no leak in them)
+
+SENDRECV = """
+    for (int k = 0; k < export_ptr[n_neighbours]; k++)
+        send_buf[k] = x[export_index[k]];
+    for (int m = 0; m < n_neighbours; m++)
+        MPI_Sendrecv(send_buf + export_ptr[m], export_ptr[m + 1] - export_ptr[m], MPI_DOUBLE,
+                     neighbours[m], 1, recv_buf + import_ptr[m],
+                     import_ptr[m + 1] - import_ptr[m], MPI_DOUBLE, neighbours[m], 1, comm,
+                     MPI_STATUS_IGNORE);
+    for (int k = 0; k < import_ptr[n_neighbours]; k++)
+        x[import_index[k]] = recv_buf[k];
+"""
+PERSISTENT_C = """
+    MPI_Request requests[2 * n_neighbours + 1];
+    for (int m = 0; m < n_neighbours; m++) {
+        MPI_Recv_init(recv_buf + import_ptr[m], import_ptr[m + 1] - import_ptr[m], MPI_DOUBLE,
+                      neighbours[m], 2, comm, &requests[m]);
+        MPI_Send_init(send_buf + export_ptr[m], export_ptr[m + 1] - export_ptr[m], MPI_DOUBLE,
+                      neighbours[m], 2, comm, &requests[n_neighbours + m]);
+    }
+    for (int k = 0; k < export_ptr[n_neighbours]; k++)
+        send_buf[k] = x[export_index[k]];
+    MPI_Startall(2 * n_neighbours, requests);
+    MPI_Waitall(2 * n_neighbours, requests, MPI_STATUSES_IGNORE);
+    for (int i = 0; i < 2 * n_neighbours; i++)
+        MPI_Request_free(&requests[i]);
+    for (int k = 0; k < import_ptr[n_neighbours]; k++)
+        x[import_index[k]] = recv_buf[k];
+"""
+DUP_ISSEND_WAITANY = """
+    MPI_Comm mine;                               /* a copy of comm: the same ranks */
+    MPI_Comm_dup(comm, &mine);
+    MPI_Request requests[2 * n_neighbours + 1];
+    for (int k = 0; k < export_ptr[n_neighbours]; k++)
+        send_buf[k] = x[export_index[k]];
+    for (int m = 0; m < n_neighbours; m++) {
+        MPI_Irecv(recv_buf + import_ptr[m], import_ptr[m + 1] - import_ptr[m], MPI_DOUBLE,
+                  neighbours[m], 0, mine, &requests[m]);
+        MPI_Issend(send_buf + export_ptr[m], export_ptr[m + 1] - export_ptr[m], MPI_DOUBLE,
+                   neighbours[m], 0, mine, &requests[n_neighbours + m]);
+    }
+    for (int done = 0; done < 2 * n_neighbours; done++) {
+        int index;
+        MPI_Waitany(2 * n_neighbours, requests, &index, MPI_STATUS_IGNORE);
+    }
+    MPI_Comm_free(&mine);
+    for (int k = 0; k < import_ptr[n_neighbours]; k++)
+        x[import_index[k]] = recv_buf[k];
+"""
+TESTSOME = """
+    MPI_Request requests[2 * n_neighbours + 1];
+    int done[2 * n_neighbours + 1], count, left = 2 * n_neighbours;
+    for (int k = 0; k < export_ptr[n_neighbours]; k++)
+        send_buf[k] = x[export_index[k]];
+    for (int m = 0; m < n_neighbours; m++) {
+        MPI_Irecv(recv_buf + import_ptr[m], import_ptr[m + 1] - import_ptr[m], MPI_DOUBLE,
+                  neighbours[m], 0, comm, &requests[m]);
+        MPI_Isend(send_buf + export_ptr[m], export_ptr[m + 1] - export_ptr[m], MPI_DOUBLE,
+                  neighbours[m], 0, comm, &requests[n_neighbours + m]);
+    }
+    while (left > 0) {
+        MPI_Testsome(2 * n_neighbours, requests, &count, done, MPI_STATUSES_IGNORE);
+        if (count != MPI_UNDEFINED)
+            left -= count;
+    }
+    for (int k = 0; k < import_ptr[n_neighbours]; k++)
+        x[import_index[k]] = recv_buf[k];
+"""
+PERSISTENT_PYTHON = """    send = x[export_index]
+    recv = np.empty(len(import_index))
+    requests = [comm.Recv_init([recv[import_ptr[m]:import_ptr[m + 1]], MPI.DOUBLE],
+                               source=int(q), tag=3) for m, q in enumerate(neighbours)]
+    requests += [comm.Send_init([send[export_ptr[m]:export_ptr[m + 1]], MPI.DOUBLE],
+                                dest=int(q), tag=3) for m, q in enumerate(neighbours)]
+    MPI.Prequest.Startall(requests)
+    MPI.Request.Waitall(requests)
+    for request in requests:
+        request.Free()
+    x[import_index] = recv
+"""
+NEIGHBOUR_COLLECTIVE = """    ranks = [int(q) for q in neighbours]
+    graph = comm.Create_dist_graph_adjacent(ranks, ranks, reorder=False)
+    send, recv = x[export_index], np.empty(len(import_index))
+    graph.Neighbor_alltoallv([send, (np.diff(export_ptr), export_ptr[:-1]), MPI.DOUBLE],
+                             [recv, (np.diff(import_ptr), import_ptr[:-1]), MPI.DOUBLE])
+    graph.Free()
+    x[import_index] = recv
+"""
+PERSISTENT_FORTRAN = """  do m = 1, n_neighbours
+    call MPI_Recv_init(recv_buf(import_ptr(m)), import_ptr(m + 1) - import_ptr(m), &
+                       MPI_DOUBLE_PRECISION, neighbours(m), TAG, comm, requests(m))
+    call MPI_Send_init(send_buf(export_ptr(m)), export_ptr(m + 1) - export_ptr(m), &
+                       MPI_DOUBLE_PRECISION, neighbours(m), TAG, comm, requests(n_neighbours + m))
+  end do
+  do k = 1, export_ptr(n_neighbours + 1) - 1
+    send_buf(k) = x(export_index(k))
+  end do
+  call MPI_Startall(2 * n_neighbours, requests)
+  call MPI_Waitall(2 * n_neighbours, requests, MPI_STATUSES_IGNORE)
+  do m = 1, 2 * n_neighbours
+    call MPI_Request_free(requests(m))
+  end do
+  do k = 1, import_ptr(n_neighbours + 1) - 1
+    x(import_index(k)) = recv_buf(k)
+  end do
+"""
+
+
+@pytest.mark.parametrize("lang, text", [
+    ("c", lambda: with_body(solution_file("c"), SENDRECV)),
+    ("c", lambda: with_body(solution_file("c"), PERSISTENT_C)),
+    ("c", lambda: with_body(solution_file("c"), DUP_ISSEND_WAITANY)),
+    ("c", lambda: with_body(solution_file("c"), TESTSOME)),
+    ("python", lambda: python_body(PERSISTENT_PYTHON)),
+    ("python", lambda: python_body(NEIGHBOUR_COLLECTIVE)),
+    ("python", lambda: changed(solution_file("python"), "MPI.Request.Waitall(requests)",
+                               "MPI.Request.waitall(requests)")),
+    ("fortran", lambda: fortran_body(PERSISTENT_FORTRAN))],
+    ids=["c_sendrecv", "c_persistent", "c_dup_issend_waitany", "c_testsome",
+         "python_persistent", "python_neighbor_alltoallv", "python_lower_case_waitall",
+         "fortran_persistent"])
+def test_right_exchanges_of_other_kinds_pass(tmp_path, lang, text):
+    grading.check_halo_exchange(write(tmp_path, lang, text()), lang, SMALL[2:])
+
+
+def test_the_monitor_reads_its_lines():
+    from course.parallel import mpi_monitor
+
+    output = ("noise\n" + mpi_monitor.LINE + '{"event": "foreign_comm", "rank": 1}\n'
+              "[host:1] " + mpi_monitor.LINE + '{"event": "mpi_error", "rank": 0}\n'
+              + mpi_monitor.LINE + "{broken\n")
+    assert [e["event"] for e in mpi_monitor.lines(output)] == ["foreign_comm", "mpi_error"]
+
+
 # --- task 3: the distributed solve ---------------------------------------------------------------
 
 @pytest.mark.parametrize("lang", ["c", "course"])
@@ -288,3 +605,17 @@ def test_wrong_local_tables_name_the_field(change, expected):
     assert expected in str(info.value), str(info.value)
     assert re.search(r"rank \d+ of the .* mesh", str(info.value)), str(info.value)
     assert "np.int" not in str(info.value) and "array(" not in str(info.value)
+
+
+def test_the_course_local_module_is_blocked():
+    """Every function of course.parallel.local (the module that computes the tables) is blocked
+    while local_tables runs, its private helpers too."""
+    right = solution_local_tables()
+
+    def local_tables(elements, owner, rank):
+        from course.parallel import local
+        tables = right(elements, owner, rank)
+        tables["import_ptr"] = local._offsets(np.diff(tables["import_ptr"]))
+        return tables
+    with pytest.raises(AssertionError, match=r"course's own course\.parallel\.local\._offsets"):
+        grading.check_local_tables(local_tables, UNSEEN[:1])

@@ -270,6 +270,21 @@ EXERCISES = {
             # the backward sweep without D^-1 (M taken as (D + L)(I + L^T))
             "wrong_diagonal": ([("ic0_apply_c", "                z[i] -= s / fac_diag[i];",
                                  "                z[i] -= s;")], ["test_ic0_apply"]),
+            # the course's ordering.order called (its public door); a `parallel for` per color
+            # and sweep, no outer region (right z, no race, shared rows: 2 ncolor regions a call)
+            "region_per_color": ([("multicolor", "    ### BEGIN SOLUTION\n",
+                                   "    ### BEGIN SOLUTION\n"
+                                   "    from course.sparse import CRS\n"
+                                   "    a = CRS(np.asarray(ptr, dtype=np.int32), "
+                                   "np.asarray(adj, dtype=np.int32), np.ones(len(adj)))\n"
+                                   "    found = ordering.order(a, \"mc\", target_colors)\n"
+                                   "    color = np.empty(n, dtype=np.int32)\n"
+                                   "    color[found.perm] = np.repeat(np.arange(found.colors), "
+                                   "np.diff(found.color_ptr))\n"
+                                   "    return color\n"),
+                                  ("ic0_apply_c", "#pragma omp parallel\n    {\n", "    {\n"),
+                                  ("ic0_apply_c", "#pragma omp for", "#pragma omp parallel for")],
+                                 ["test_multicolor", "test_ic0_apply"]),
             # NOT wrong: another greedy coloring (first fit, last unknown first), a dynamic
             # schedule with nowait and an explicit barrier, a count by loops: full marks
             "different_but_right": ([("multicolor", "    ### BEGIN SOLUTION\n",
@@ -324,12 +339,16 @@ EXERCISES = {
                              "    double s;\n#pragma omp parallel for schedule(static)\n"
                              "    for (int i = 0; i < n; i++) {\n        s = d[i] * x[i];")],
                            ["test_crs_to_ell", "test_ell_matvec"]),
-            # a row too long cut short instead of refused; every thread computes every row
+            # a row too long cut short instead of refused; every thread computes every row; the
+            # CG's races "fixed" by a `parallel for` per loop, no outer region, the `single`s
+            # orphaned (right, race-free, shared loops: but a region per loop, not one)
             "no_worksharing": ([("crs_to_ell", "raise ValueError(f\"row {i} has {last - first} "
                                  "entries, more than width = {width}\")", "last = first + width"),
                                 ("ell_matvec_c", "#pragma omp parallel for schedule(static)",
-                                 "#pragma omp parallel")],
-                               ["test_crs_to_ell", "test_ell_matvec"]),
+                                 "#pragma omp parallel"),
+                                ("cg_fixed_c", "#pragma omp parallel\n    {", "    {"),
+                                ("cg_fixed_c", "#pragma omp for", "#pragma omp parallel for")],
+                               ["test_crs_to_ell", "test_ell_matvec", "test_race_free_cg"]),
             # the course's ELL returned; every thread resets the shared pq (the lecture's race 3)
             "reset_race": ([("crs_to_ell", "    item_ell = np.repeat(",
                              "    _ell = sparse.ELL.from_crs(sparse.CRS(index, item, amat), width)\n"
@@ -344,6 +363,54 @@ EXERCISES = {
                         ("cg_fixed_c", "#pragma omp parallel\n    {",
                          "#pragma omp parallel if (0)\n    {")],
                        ["test_ell_matvec", "test_race_free_cg"]),
+            # NOT wrong: ELL filled row by row in 2-D arrays; dynamic and guided schedules in the
+            # product and in the CG's loops without a reduction (those with one keep static: the
+            # task asks for bitwise repeatable sums): full marks
+            "different_but_right": ([("crs_to_ell", "    ### BEGIN SOLUTION\n",
+                                      "    ### BEGIN SOLUTION\n"
+                                      "    lengths = np.diff(index)\n"
+                                      "    if np.any(lengths > width):\n"
+                                      "        i = int(np.argmax(lengths > width))\n"
+                                      "        raise ValueError(f\"row {i} does not fit: "
+                                      "{lengths[i]} entries\")\n"
+                                      "    rows = np.arange(n, dtype=np.int32)\n"
+                                      "    item_2d = np.tile(rows[:, None], (1, width))\n"
+                                      "    amat_2d = np.zeros((n, width))\n"
+                                      "    for i in range(n):\n"
+                                      "        own = slice(index[i], index[i + 1])\n"
+                                      "        item_2d[i, :lengths[i]] = item[own]\n"
+                                      "        amat_2d[i, :lengths[i]] = amat[own]\n"
+                                      "    return item_2d.ravel(), amat_2d.ravel()\n"),
+                                     ("ell_matvec_c", "#pragma omp parallel for schedule(static)",
+                                      "#pragma omp parallel for schedule(dynamic, 8)"),
+                                     ("cg_fixed_c", "#pragma omp for schedule(static)\n        for "
+                                      "(int i = 0; i < n; i++)\n            r[i] = z[i] =",
+                                      "#pragma omp for schedule(guided)\n        for "
+                                      "(int i = 0; i < n; i++)\n            r[i] = z[i] ="),
+                                     ("cg_fixed_c", "#pragma omp for schedule(static)\n"
+                                      "            for (int i = 0; i < n; i++)                  "
+                                      "   /* p = z + beta p",
+                                      "#pragma omp for schedule(dynamic, 16)\n"
+                                      "            for (int i = 0; i < n; i++)                  "
+                                      "   /* p = z + beta p")],
+                                    []),
+            # NOT wrong, in Fortran: a guided schedule in the product, dynamic and guided ones in
+            # the CG's loops without a reduction: full marks
+            "different_but_right_fortran": ([(None, 'LANGUAGE = "c"', 'LANGUAGE = "fortran"'),
+                                             ("ell_matvec_fortran", "!$omp parallel do "
+                                              "schedule(static)", "!$omp parallel do "
+                                              "schedule(guided)"),
+                                             ("cg_fixed_fortran", "  !$omp do schedule(static)\n"
+                                              "  do i = 1, n\n    r(i) = 0.0_c_double",
+                                              "  !$omp do schedule(guided)\n"
+                                              "  do i = 1, n\n    r(i) = 0.0_c_double"),
+                                             ("cg_fixed_fortran", "    !$omp do schedule(static)\n"
+                                              "    do i = 1, n                                 "
+                                              "        ! p = z + beta p",
+                                              "    !$omp do schedule(dynamic, 16)\n"
+                                              "    do i = 1, n                                 "
+                                              "        ! p = z + beta p")],
+                                            []),
         },
     },
     "05_halo": {
@@ -389,6 +456,114 @@ EXERCISES = {
                                 "part = x[import_index[import_ptr[m]:import_ptr[m + 1]]]"),
                                ("halo_exchange_python", "    x[import_index] = recv ", "    # ")],
                               ["test_local_tables", "test_halo_exchange"]),
+            # task 1 computed with the course's private helper local._offsets (the whole module
+            # is blocked); MPI_Sendrecv per neighbour: NOT wrong, the exchange keeps its points
+            "sendrecv": ([("local_tables", "    mine = owner == rank\n",
+                           "    from course.parallel.local import _offsets\n"
+                           "    mine = owner == rank\n"),
+                          ("local_tables", '"import_ptr": np.concatenate([[0], np.cumsum(counts)])',
+                           '"import_ptr": _offsets(counts)'),
+                          ("halo_exchange_c", "    enum { TAG = 5 };\n",
+                           "    enum { TAG = 5 };\n"
+                           "    for (int k = 0; k < export_ptr[n_neighbours]; k++)\n"
+                           "        send_buf[k] = x[export_index[k]];\n"
+                           "    for (int m = 0; m < n_neighbours; m++)\n"
+                           "        MPI_Sendrecv(send_buf + export_ptr[m], export_ptr[m + 1] - "
+                           "export_ptr[m], MPI_DOUBLE,\n"
+                           "                     neighbours[m], TAG, recv_buf + import_ptr[m],\n"
+                           "                     import_ptr[m + 1] - import_ptr[m], MPI_DOUBLE, "
+                           "neighbours[m], TAG,\n"
+                           "                     comm, MPI_STATUS_IGNORE);\n"
+                           "    for (int k = 0; k < import_ptr[n_neighbours]; k++)\n"
+                           "        x[import_index[k]] = recv_buf[k];\n"
+                           "    return;\n")],
+                         ["test_local_tables"]),
+            # NOT wrong: the externals sorted with a key; in Fortran, persistent requests made,
+            # started, completed and freed in every call: full marks
+            "persistent_fortran": ([("local_tables", "external = external[np.lexsort((external, "
+                                     "owner[external]))]", "external = np.array(sorted(external, "
+                                     "key=lambda n: (owner[n], n)), dtype=int)"),
+                                    (None, 'LANGUAGE = "c"', 'LANGUAGE = "fortran"'),
+                                    ("halo_exchange_fortran",
+                                     "  integer(c_int) :: m, k, first, last\n",
+                                     "  integer(c_int) :: m, k, first, last\n"
+                                     "  do m = 1, n_neighbours\n"
+                                     "    call MPI_Recv_init(recv_buf(import_ptr(m)), "
+                                     "import_ptr(m + 1) - import_ptr(m), &\n"
+                                     "      MPI_DOUBLE_PRECISION, neighbours(m), TAG, comm, "
+                                     "requests(m))\n"
+                                     "    call MPI_Send_init(send_buf(export_ptr(m)), "
+                                     "export_ptr(m + 1) - export_ptr(m), &\n"
+                                     "      MPI_DOUBLE_PRECISION, neighbours(m), TAG, comm, "
+                                     "requests(n_neighbours + m))\n"
+                                     "  end do\n"
+                                     "  do k = 1, export_ptr(n_neighbours + 1) - 1\n"
+                                     "    send_buf(k) = x(export_index(k))\n"
+                                     "  end do\n"
+                                     "  call MPI_Startall(2 * n_neighbours, requests)\n"
+                                     "  call MPI_Waitall(2 * n_neighbours, requests, "
+                                     "MPI_STATUSES_IGNORE)\n"
+                                     "  do m = 1, 2 * n_neighbours\n"
+                                     "    call MPI_Request_free(requests(m))\n"
+                                     "  end do\n"
+                                     "  do k = 1, import_ptr(n_neighbours + 1) - 1\n"
+                                     "    x(import_index(k)) = recv_buf(k)\n"
+                                     "  end do\n"
+                                     "  return\n")],
+                                   []),
+            # the exchange on MPI_COMM_WORLD, not on the comm it is given (the check's comm has
+            # its ranks rotated, and other traffic waits on MPI_COMM_WORLD)
+            "comm_world": ([("halo_exchange_c", "neighbours[m], TAG, comm, &requests[m]);",
+                             "neighbours[m], TAG, MPI_COMM_WORLD, &requests[m]);"),
+                            ("halo_exchange_c",
+                             "neighbours[m], TAG, comm, &requests[n_neighbours + m]);",
+                             "neighbours[m], TAG, MPI_COMM_WORLD, &requests[n_neighbours + m]);")],
+                           ["test_halo_exchange"]),
+            # local elements = those with ALL corners internal; in Fortran, MPI_Waitall over the
+            # receives only (the send requests never completed: the MPI monitor counts them)
+            "send_leak": ([("local_tables", "np.any(mine[elements], axis=1)",
+                            "np.all(mine[elements], axis=1)"),
+                           (None, 'LANGUAGE = "c"', 'LANGUAGE = "fortran"'),
+                           ("halo_exchange_fortran", "call MPI_Waitall(2 * n_neighbours, requests,",
+                            "call MPI_Waitall(n_neighbours, requests,")],
+                          ["test_local_tables", "test_halo_exchange"]),
+            # the neighbour's own nodes exported; a receive one value too small (MPI_ERR_TRUNCATE,
+            # ended at once: tests/test_halo_exercise.py checks the message)
+            "receive_too_small": ([("local_tables", "shared = near_q[mine[near_q]]",
+                                    "shared = near_q[owner[near_q] == q]"),
+                                   ("halo_exchange_c",
+                                    "import_ptr[m + 1] - import_ptr[m], MPI_DOUBLE,",
+                                    "import_ptr[m + 1] - import_ptr[m] - 1, MPI_DOUBLE,")],
+                                  ["test_local_tables", "test_halo_exchange"]),
+            # in Python, a pickling collective: comm.alltoall of a list of arrays
+            "pickling_alltoall": ([(None, 'LANGUAGE = "c"', 'LANGUAGE = "python"'),
+                                   ("halo_exchange_python", "    tag = 5\n",
+                                    "    out = [[] for _ in range(comm.Get_size())]\n"
+                                    "    for m, rank in enumerate(neighbours):\n"
+                                    "        out[rank] = x[export_index[export_ptr[m]:"
+                                    "export_ptr[m + 1]]]\n"
+                                    "    got = comm.alltoall(out)\n"
+                                    "    for m, rank in enumerate(neighbours):\n"
+                                    "        x[import_index[import_ptr[m]:import_ptr[m + 1]]] = "
+                                    "got[rank]\n"
+                                    "    return\n")],
+                                  ["test_halo_exchange"]),
+            # in Python, the course's exchange reached behind its front door: Halo._update_p2p
+            "private_helper": ([(None, 'LANGUAGE = "c"', 'LANGUAGE = "python"'),
+                                ("halo_exchange_python", "    tag = 5\n",
+                                 "    from types import SimpleNamespace\n"
+                                 "    from course.parallel.halo import Halo\n"
+                                 "    halo = object.__new__(Halo)\n"
+                                 "    halo.comm = comm\n"
+                                 "    halo.send = np.empty(len(export_index))\n"
+                                 "    halo.recv = np.empty(len(import_index))\n"
+                                 "    halo.local = SimpleNamespace(\n"
+                                 "        neighbours=neighbours, import_ptr=import_ptr, "
+                                 "import_index=import_index,\n"
+                                 "        export_ptr=export_ptr, export_index=export_index)\n"
+                                 "    halo._update_p2p(x)\n"
+                                 "    return\n")],
+                               ["test_halo_exchange"]),
         },
     },
     "06_pipecg": {
@@ -437,6 +612,74 @@ EXERCISES = {
                          ("chronopoulos_gear_c", "while (sqrt(rr) > tol * bnorm && "
                           "iterations < max_iter)", "while (iterations < max_iter)")],
                         ["test_next_alpha", "test_chronopoulos_gear"]),
+            # gamma for gamma_new; the stopping test on the rank's own (r,r), left out of the sum
+            "local_norm": ([("next_alpha", "beta * gamma_new / alpha)", "beta * gamma / alpha)"),
+                            ("chronopoulos_gear_c", "global_sum(sums, 3);",
+                             "global_sum(sums, 2);")],
+                           ["test_next_alpha", "test_chronopoulos_gear"]),
+            # alpha right but written otherwise; an absolute tolerance (Fortran)
+            "absolute_tol": ([("next_alpha", "    beta = gamma_new / gamma\n    return gamma_new / "
+                               "(delta - beta * gamma_new / alpha)",
+                               "    return gamma_new / (delta - gamma_new**2 / (gamma * alpha))"),
+                              (None, 'LANGUAGE = "c"', 'LANGUAGE = "fortran"'),
+                              ("chronopoulos_gear_fortran", "sqrt(rr) > tol * bnorm",
+                               "sqrt(rr) > tol")],
+                             ["test_chronopoulos_gear"]),
+            # the 1/alpha forgotten; s = A p by a second product (a second halo exchange)
+            "second_product": ([("next_alpha", "beta * gamma_new / alpha)", "beta * gamma_new)"),
+                                (None, 'LANGUAGE = "c"', 'LANGUAGE = "python"'),
+                                ("chronopoulos_gear_python", "s = w + beta * s",
+                                 "s = matvec(p)")],
+                               ["test_next_alpha", "test_chronopoulos_gear"]),
+            # the sums on MPI_COMM_WORLD with mpi4py, around the counted global_sum
+            "mpi4py": ([(None, 'LANGUAGE = "c"', 'LANGUAGE = "python"'),
+                        ("chronopoulos_gear_python", "import numpy as np\n",
+                         "import numpy as np\nfrom mpi4py import MPI\n"),
+                        ("chronopoulos_gear_python", "        global_sum(sums)\n",
+                         "        MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, sums)\n")],
+                       ["test_chronopoulos_gear"]),
+            # right, written otherwise (full marks): in C, (r,r) and (r,u) summed in the update
+            # loop, (u,w) after the product, the three in another order
+            "different_c": ([("chronopoulos_gear_c", "        for (int i = 0; i < n; i++) {\n"
+                              "            p[i] = u[i] + beta * p[i];",
+                              "        double sums[3] = {0.0, 0.0, 0.0};    /* (r,r), (u,w), "
+                              "(r,u) */\n        for (int i = 0; i < n; i++) {\n"
+                              "            p[i] = u[i] + beta * p[i];"),
+                             ("chronopoulos_gear_c", "            u[i] = dinv[i] * r[i];\n"
+                              "        }\n        matvec(u, w);\n"
+                              "        double sums[3] = {0.0, 0.0, 0.0};"
+                              "                /* (r,u), (w,u), (r,r): ONE sum */\n"
+                              "        for (int i = 0; i < n; i++) {\n"
+                              "            sums[0] += r[i] * u[i];\n"
+                              "            sums[1] += w[i] * u[i];\n"
+                              "            sums[2] += r[i] * r[i];\n        }\n",
+                              "            u[i] = dinv[i] * r[i];\n"
+                              "            sums[0] += r[i] * r[i];\n"
+                              "            sums[2] += r[i] * u[i];\n        }\n"
+                              "        matvec(u, w);\n        for (int i = 0; i < n; i++)\n"
+                              "            sums[1] += u[i] * w[i];\n"),
+                             ("chronopoulos_gear_c", "        beta = sums[0] / gamma;\n"
+                              "        alpha = sums[0] / (sums[1] - beta * sums[0] / alpha);\n"
+                              "        gamma = sums[0];\n        rr = sums[2];\n",
+                              "        beta = sums[2] / gamma;\n"
+                              "        alpha = sums[2] / (sums[1] - beta * sums[2] / alpha);\n"
+                              "        gamma = sums[2];\n        rr = sums[0];\n")],
+                            []),
+            # right, written otherwise (full marks): in Python, no A x0 (x = 0), np.dot, the sums
+            # in another order, p and s updated in place
+            "different_python": ([(None, 'LANGUAGE = "c"', 'LANGUAGE = "python"'),
+                                  ("chronopoulos_gear_python", "r = b - matvec(x)",
+                                   "r = b.copy()"),
+                                  ("chronopoulos_gear_python",
+                                   "sums = np.array([r @ u, w @ u, r @ r])",
+                                   "sums = np.array([np.dot(r, r), np.dot(u, w), np.dot(r, u)])"),
+                                  ("chronopoulos_gear_python", "gamma_new, delta, rr = sums",
+                                   "rr, delta, gamma_new = sums"),
+                                  ("chronopoulos_gear_python", "        p = u + beta * p\n"
+                                   "        s = w + beta * s\n",
+                                   "        p *= beta\n        p += u\n        s *= beta\n"
+                                   "        s += w\n")],
+                                 []),
         },
     },
     "07_cluster": {
@@ -449,9 +692,12 @@ EXERCISES = {
                                ("slurm_openmp", "OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK",
                                 "OMP_NUM_THREADS=1")],
                               ["test_slurm_hybrid", "test_slurm_openmp"]),
-            # no --cpus-per-task (12 threads on one core); the PJM queue `debug` (Oakbridge-CX's)
+            # no --cpus-per-task (12 threads on one core), and a bare `mpiexec -n 8` under OpenMP
+            # binding alone (Open MPI binds each rank to a socket: two ranks' threads on the same
+            # cores); the PJM queue `debug` (Oakbridge-CX's)
             "wrong_cpus": ([("slurm_hybrid", "#SBATCH --cpus-per-task=12         # one core per "
                              "OpenMP thread\n", ""),
+                            ("slurm_hybrid", " --map-by ppr:4:node:PE=12 --bind-to core", ""),
                             ("pjm_hybrid", "rscgrp=debug-o", "rscgrp=debug")],
                            ["test_slurm_hybrid", "test_pjm_hybrid"]),
             # --ntasks (the whole job's) for the tasks per node; elapse over debug-o's 30 min;
@@ -473,10 +719,56 @@ EXERCISES = {
                                 "srun -n 2 ./build/native/release/bin/solc")],
                               ["test_slurm_hybrid", "test_pjm_hybrid", "test_odyssey_queue",
                                "test_slurm_openmp"]),
-            # 8 ranks x 12 threads on a 48-core node; the nodes of 800 ranks at 1 rank per node
+            # 8 ranks x 12 threads on a 48-core node; no `module load fj` on Odyssey; the nodes of
+            # 800 ranks at 1 rank per node
             "wrong_cores": ([("slurm_hybrid", "--ntasks-per-node=4", "--ntasks-per-node=8"),
+                             ("pjm_hybrid", "module load fj\n", ""),
                              ("odyssey_queue", "nodes_800 = 800 // 4", "nodes_800 = 800")],
-                            ["test_slurm_hybrid", "test_odyssey_queue"]),
+                            ["test_slurm_hybrid", "test_pjm_hybrid", "test_odyssey_queue"]),
+            # binding switched off: --bind-to none as the only binding, OMP_PROC_BIND=false (with
+            # OMP_PLACES=cores); the OpenMP job run from the folder it was submitted from (no cd);
+            # the queue found by asking the generator's rule check (blocked like first_queue)
+            "wrong_binding": ([("slurm_hybrid", "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close"
+                                "\nmpiexec -n 8 --map-by ppr:4:node:PE=12 --bind-to core",
+                                "mpiexec -n 8 --bind-to none"),
+                               ("pjm_hybrid", "OMP_PROC_BIND=close", "OMP_PROC_BIND=false"),
+                               ("slurm_openmp", "cd {COURSE}\n", ""),
+                               ("odyssey_queue", "if queue.min_nodes <= nodes <= queue.max_nodes "
+                                "and \\\n                _hms(elapse) <= _hms(queue.elapse_limit("
+                                "nodes)):", "if _takes(name, nodes, elapse):"),
+                               ("odyssey_queue", "def odyssey_queue(nodes, elapse):",
+                                "def _takes(name, nodes, elapse):\n"
+                                "    from course.cluster import jobscript\n"
+                                "    try:\n"
+                                "        jobscript.check(JobRequest(program=['x'], scheduler='pjm', "
+                                "system='odyssey', nodes=nodes, time=elapse, queue=name, "
+                                "group='g'))\n"
+                                "    except jobscript.JobScriptError:\n"
+                                "        return False\n"
+                                "    return True\n\n\n"
+                                "def odyssey_queue(nodes, elapse):")],
+                              ["test_slurm_hybrid", "test_pjm_hybrid", "test_slurm_openmp",
+                               "test_odyssey_queue"]),
+            # Open MPI's --map-by puts 8 ranks of 12 cores on a 48-core node; the x86-64 build
+            # started on Odyssey's A64FX nodes; more memory than the local Slurm's node has
+            "wrong_layout": ([("slurm_hybrid", "--map-by ppr:4:node:PE=12",
+                               "--map-by ppr:8:node:PE=12"),
+                              ("pjm_hybrid", "release-a64fx-fujitsu/bin", "release/bin"),
+                              ("slurm_openmp", "#SBATCH -c 2\n", "#SBATCH -c 2 --mem=64G\n")],
+                             ["test_slurm_hybrid", "test_pjm_hybrid", "test_slurm_openmp"]),
+            # right but different: ranks and their cores placed by Open MPI alone (no -n, no
+            # OpenMP binding); the A64FX build found on the PATH, threads spread; --chdir, the
+            # partition named, memory within the node's
+            "right_layout": ([("slurm_hybrid", "export OMP_PLACES=cores\nexport OMP_PROC_BIND=close\n"
+                               "mpiexec -n 8 --map-by", "mpiexec --map-by"),
+                              ("pjm_hybrid", "module load fj\n", "module load fj\nexport PATH="
+                               "$PWD/build/native/release-a64fx-fujitsu/bin:$PATH\n"),
+                              ("pjm_hybrid", "./build/native/release-a64fx-fujitsu/bin/fem3d_mpi_c",
+                               "fem3d_mpi_c"),
+                              ("pjm_hybrid", "OMP_PROC_BIND=close", "OMP_PROC_BIND=spread"),
+                              ("slurm_openmp", "\ncd {COURSE}\n", "#SBATCH --chdir={COURSE} "
+                               "--partition=debug --mem=1G\n")],
+                             []),
         },
     },
 }

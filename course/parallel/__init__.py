@@ -9,7 +9,9 @@ data, halo exchange and the distributed problems, one module per concern:
     mpi_job      an mpiexec job in a subprocess that cannot hang its caller (deadlocks stopped)
     grading      the checks of the exercise 05_halo: the learner's local tables, and the
                  learner's halo exchange (C, Fortran, mpi4py) run by exchange_driver under
-                 mpiexec (its messages to the learner: exchange_messages)
+                 mpiexec (its messages to the learner: exchange_messages), with the MPI calls
+                 of the learner's exchange watched by mpi_monitor (a PMPI library preloaded into
+                 the ranks: requests left open, another communicator, MPI's own errors)
 
 `partition` and `local` need no MPI (a learner can draw every rank's data in one process); `halo`,
 `fem3d` and `exchange_driver` import mpi4py; `grading` and `mpi_job` do not (a notebook's kernel

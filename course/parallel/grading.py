@@ -28,7 +28,9 @@ import numpy as np
 from ..exercise import plain, references_blocked
 from ..mesh import BoxMesh, box_mesh
 from . import exchange_messages as messages
-from .local import LocalData, all_local_data, local_data, row_local_data
+from . import local as local_module
+from . import mpi_monitor
+from .local import LocalData, local_data
 from .mpi_job import Job, run_watched
 from .partition import make_partition
 
@@ -99,13 +101,15 @@ TABLES = ("global_ids", "n_internal", "neighbours", "import_ptr", "export_ptr", 
 
 def check_local_tables(local_tables, cases) -> None:
     """Call local_tables(elements, owner, rank) for every rank of every case and compare each
-    table with course.parallel.local.local_data; AssertionError naming the first wrong table."""
+    table with course.parallel.local.local_data; AssertionError naming the first wrong table.
+    While the learner's function runs, every function of course.parallel.local (the module that
+    computes these tables, private helpers included) is blocked."""
     for case in cases:
         mesh = case.mesh()
         owner = case.owner(mesh)
         for rank in range(case.ranks):
             expected = local_data(mesh, owner, rank)
-            with references_blocked(local_data, row_local_data, all_local_data):
+            with references_blocked(local_module):
                 got = local_tables(np.array(mesh.elements), owner.copy(), rank)
             _compare_tables(got, expected, owner, f"rank {rank} of {case.describe()}")
 
@@ -244,11 +248,15 @@ def check_python_source(source, function: str, arguments: tuple) -> Path:
     return source.resolve()
 
 
-def run_driver(args: list, ranks: int, timeout: float, exchange_timeout: float) -> Job:
+def run_driver(args: list, ranks: int, timeout: float, exchange_timeout: float,
+               monitor: bool = False) -> Job:
     """course.parallel.exchange_driver ARGS on `ranks` MPI processes, stopped when an exchange
-    does not report within exchange_timeout seconds, or the whole job within timeout."""
+    does not report within exchange_timeout seconds, or the whole job within timeout. monitor:
+    with the MPI monitor (course.parallel.mpi_monitor) preloaded, where it can be built."""
+    library = mpi_monitor.library() if monitor else None
     return run_watched(["-m", "mpi4py", "-m", "course.parallel.exchange_driver", *args], ranks,
-                       timeout, exchange_timeout)
+                       timeout, exchange_timeout, preload=library,
+                       env={mpi_monitor.ENVIRONMENT: str(library)} if library else None)
 
 
 def check_halo_exchange(source, lang: str, cases, exchange_timeout: float = 4.0,
@@ -256,30 +264,66 @@ def check_halo_exchange(source, lang: str, cases, exchange_timeout: float = 4.0,
     """Check the learner's halo_exchange (C, Fortran: the signature of src_c/05_halo/halo.h;
     Python: halo_exchange(comm, neighbours, import_ptr, import_index, export_ptr, export_index,
     x)) on every case: on each rank, 3 exchanges with new values must fill the external entries
-    with bitwise the values the course's Halo gives and leave the internal ones alone. All the
-    cases run in one mpiexec job of max(ranks) processes. AssertionError that says what happened:
-    wrong values (which rank, which neighbour, how many), a deadlock, a crash, an exception."""
+    with bitwise the values the course's Halo gives and leave the internal ones alone, on the
+    communicator given (its ranks are not numbered as in MPI_COMM_WORLD), and complete every
+    request they make. All the cases run in one mpiexec job of max(ranks) processes, with the MPI
+    monitor (course.parallel.mpi_monitor) where it can be built. AssertionError that says what
+    happened: wrong values (which rank, which neighbour, how many), requests left outstanding, a
+    call on another communicator than the one given, an MPI error (a receive smaller than its
+    message), a deadlock, a crash, an exception."""
     path = prepare_exchange(source, lang)
     cases = list(cases)
     job = run_driver(["check", lang, path, *(case.spec() for case in cases)],
-                     max(case.ranks for case in cases), timeout, exchange_timeout)
+                     max(case.ranks for case in cases), timeout, exchange_timeout, monitor=True)
     _judge(job, cases, lang, exchange_timeout)
 
 
 def _judge(job: Job, cases: list, lang: str, exchange_timeout: float) -> None:
-    errors = [e for e in job.events if e["event"] == "error"]
-    if errors:
-        raise AssertionError(messages.exception(errors[0], cases))
     results = {e["case"]: e for e in job.events if e["event"] == "result"}
-    for k, case in enumerate(cases):
-        if k in results and any(not r["ok"] for r in results[k]["ranks"]):
-            raise AssertionError(messages.wrong_values(results[k], case, lang, REPEAT))
     started = [e for e in job.events if e["event"] == "start"]
     running = started[-1] if started and started[-1]["case"] not in results else None
+    seen = mpi_monitor.lines(job.output)
+    # a call on MPI_COMM_WORLD (the monitor ended the job) or on another communicator than the
+    # one given (the likely cause of what follows)
+    foreign = next((e for e in seen if e["event"] == "foreign_comm"), None)
+    if foreign is not None and foreign["comm"] == "MPI_COMM_WORLD":
+        raise AssertionError(messages.foreign_comm(foreign, running, cases))
+    cause = messages.foreign_comm(foreign, running, cases) + " " if foreign is not None else ""
+    mpi_errors = [e for e in seen if e["event"] == "mpi_error"]
+    if mpi_errors:
+        case = messages.case_of(running, cases)
+        raise AssertionError(cause + messages.mpi_error(
+            mpi_errors[0], case, lang, _import_count(case, mpi_errors[0])))
+    errors = [e for e in job.events if e["event"] == "error"]
+    if errors:
+        raise AssertionError(cause + messages.exception(errors[0], cases))
+    for k, case in enumerate(cases):
+        if k not in results:
+            continue
+        ranks = results[k]["ranks"]
+        if any(not r["ok"] for r in ranks):
+            raise AssertionError(cause + messages.wrong_values(results[k], case, lang, REPEAT))
+        if any("world_message" in r for r in ranks):
+            raise AssertionError(messages.world_message(results[k], case))
+        if any("leaks" in r for r in ranks):
+            raise AssertionError(cause + messages.leaks(results[k], case, lang, REPEAT))
     if job.stopped:
-        raise AssertionError(messages.deadlock(running, cases, exchange_timeout, job.output))
+        raise AssertionError(cause + messages.deadlock(running, cases, exchange_timeout,
+                                                       job.output))
     if job.returncode != 0 or len(results) != len(cases):
-        raise AssertionError(messages.crash(running, cases, job.returncode, job.output, lang))
+        raise AssertionError(cause + messages.crash(running, cases, job.returncode, job.output,
+                                                    lang))
+
+
+def _import_count(case, event: dict) -> int | None:
+    """How many values rank event["rank"] of `case` receives from rank event["peer"] (None: that
+    rank is no neighbour of it, or the case is not known)."""
+    if case is None or not 0 <= event.get("rank", -1) < case.ranks:
+        return None
+    mesh = case.mesh()
+    local = local_data(mesh, case.owner(mesh), event["rank"])
+    where = np.flatnonzero(local.neighbours == event.get("peer"))
+    return int(np.diff(local.import_ptr)[where[0]]) if where.size else None
 
 
 # --- task 3 (not graded): the distributed solve with the learner's exchange ----------------------

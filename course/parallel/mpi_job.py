@@ -56,16 +56,24 @@ def mpi_environment() -> dict:
             "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
 
 
-def run_watched(python_args: list, ranks: int, timeout: float, step_timeout: float) -> Job:
+def run_watched(python_args: list, ranks: int, timeout: float, step_timeout: float,
+                preload: Path | None = None, env: dict | None = None) -> Job:
     """`mpiexec -n ranks python PYTHON_ARGS`, stopped past `timeout` seconds in all, or when a
     step it has started has not ended within `step_timeout` seconds. MPIEXEC_TIMEOUT is set too,
-    as a last resort should this process itself be killed."""
+    as a last resort should this process itself be killed. preload: a shared library preloaded
+    into every rank (LD_PRELOAD of the ranks only, not of mpiexec), e.g. the MPI monitor of
+    course.parallel.mpi_monitor; env: more variables for the job's environment."""
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         raise AssertionError("mpiexec is not installed (python -m course doctor says what to "
                              "install)")
-    env = {**mpi_environment(), "MPIEXEC_TIMEOUT": str(int(timeout) + 10)}
-    command = [mpiexec, "-n", str(ranks), sys.executable, *map(str, python_args)]
+    env = {**mpi_environment(), **(env or {}), "MPIEXEC_TIMEOUT": str(int(timeout) + 10)}
+    ranks_run = [sys.executable]
+    if preload is not None:          # through env(1): the ranks get it, mpiexec does not
+        preloaded = ":".join(filter(None, [str(preload), env.get("LD_PRELOAD", "")]))
+        ranks_run = [shutil.which("env") or "/usr/bin/env", f"LD_PRELOAD={preloaded}",
+                     sys.executable]
+    command = [mpiexec, "-n", str(ranks), *ranks_run, *map(str, python_args)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, env=env, start_new_session=True)
     lines: queue.Queue = queue.Queue()
