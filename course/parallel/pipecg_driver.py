@@ -38,9 +38,7 @@ import ctypes
 import importlib.util
 import sys
 import time
-import traceback
 import types
-from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
@@ -48,6 +46,7 @@ from mpi4py import MPI
 from .. import fem, solvers
 from ..exercise import references_blocked
 from ..mesh import FACES
+from .exchange_driver import guarded
 from .fem3d import Distributed, assemble_local, internal_rows
 from .grading import Case
 from .halo import Halo
@@ -70,7 +69,6 @@ HISTORY_LIMIT = 4 * MAX_ITER       # products whose residual is kept (the others
 HISTORY_RTOL = 1e-3        # ||r_j|| / ||b|| of every iteration j, relative
 DIFFERENCE_TOL = 1e-10     # max |x - x_course| / max |x_course|
 RESIDUAL_TOL = 10 * TOL    # ||b - A x|| / ||b||
-PACKAGE = Path(__file__).resolve().parents[1]          # the course package: not the learner's code
 
 MATVEC = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double))
 GLOBAL_SUM = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_double), ctypes.c_int)
@@ -229,22 +227,6 @@ def solver_factory(lang: str, path: str):
     return python_solver(path) if lang == "python" else compiled_solver(path, lang)
 
 
-def guarded(world, rank: int, case: int, step, stage: str):
-    """step(); if the learner's code raises (stage "load": while the file is loaded), report it
-    (as raised on `rank`) and abort the whole job (the other ranks may be waiting for this one).
-    (As course.parallel.exchange_driver.guarded, with the case's rank.)"""
-    try:
-        return step()
-    except Exception as err:        # noqa: BLE001 - anything the learner's code raises
-        frames = [f for f in traceback.extract_tb(err.__traceback__)     # the learner's lines
-                  if not Path(f.filename).resolve().is_relative_to(PACKAGE)]
-        where = f" (line {frames[-1].lineno}: {frames[-1].line})" if frames else ""
-        said = f": {err}" if str(err) else ""
-        report(event="error", case=case, rank=rank, stage=stage,
-               error=f"{type(err).__name__}{said}{where}")
-        world.Abort(1)
-
-
 # --- the cases -----------------------------------------------------------------------------------
 
 def case_members(k: int, ranks: int, size: int) -> list[int]:
@@ -322,8 +304,8 @@ def solve_case(world, comm, k: int, case: Case, solve) -> bool:
     x = np.zeros(matrix.n_rows)
     if rank == 0:
         report(event="start", case=k)
-    iterations = guarded(world, rank, k, lambda: solve(matrix.n_rows, product, counted,
-                                                       system.dinv, b, x), "solve")
+    iterations = guarded(world, k, lambda: solve(matrix.n_rows, product, counted, system.dinv, b,
+                                                 x), "solve", rank=rank)
     if not all_returned(control):
         report(event="uneven", case=k, rank=rank, returned=repr(iterations)[:60],
                sums=counted.calls)
@@ -397,7 +379,7 @@ def verdict(result: dict) -> str | None:
 def main(argv: list[str]) -> None:
     world = MPI.COMM_WORLD
     lang, path, *specs = argv
-    solve = guarded(world, world.Get_rank(), 0, lambda: solver_factory(lang, path), "load")
+    solve = guarded(world, 0, lambda: solver_factory(lang, path), "load")
     for k, spec in enumerate(specs):      # (the course's variants: every case, for the tests)
         if run_case(world, k, Case.parse(spec), solve) and not lang.startswith("course:"):
             break
