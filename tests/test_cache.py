@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from course import cache, exercise, native
+from course import cache, native
+from course.grading import exercise
 
 ROOT = Path(__file__).resolve().parent.parent
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (another owner, other users)")

@@ -127,7 +127,8 @@ def test_doctor_grading_names_what_is_missing(monkeypatch, capsys):
     """A grading machine without the race detector (make build alone) cannot grade 03 and 04:
     right answers would lose their race checks' points. doctor says so and exits 1; without a
     local Slurm, 07 is graded partly."""
-    from course import grading, race_check
+    from course import grading
+    from course.grading import race_check
     from course.cluster import local_slurm
 
     def no_clang():

@@ -1,4 +1,4 @@
-"""course.cluster.check, the grader of exercise 07_cluster: a learner's job script read back and
+"""course.grading.cluster, the grader of exercise 07_cluster: a learner's job script read back and
 checked against its target run. Right scripts in many styles (the generator's own among them) pass;
 each typical mistake is rejected with a message that names the directive or line, what the run
 needs and what the script has."""
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from course.cluster import check as ck
+from course.grading import cluster as ck
 from course.cluster import jobscript, local_slurm
 from course.cluster.jobscript import JobRequest
 

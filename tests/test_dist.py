@@ -76,7 +76,7 @@ def leaks(copy: Path, secrets: dict[str, set[str]]) -> list[str]:
             timeout=CELL_TIMEOUT):
         found.append("nbgrader_config.py: not the learner's (the instructors' settings)")
     for rel, text in _texts(copy).items():
-        # (course/grading.py and the instructors page name the markers: only regions count)
+        # (course/grading/__init__.py and the instructors page name the markers: only regions count)
         if rel.endswith(".ipynb") and ("HIDDEN TESTS" in text or "BEGIN SOLUTION" in text):
             found.append(f"{rel}: an nbgrader region marker")
         if rel.endswith(".md") and dist.INSTRUCTORS_ONLY.search(text):

@@ -1,4 +1,4 @@
-"""course.exercise: learner kernels are compiled and run in a child process, so that a wrong, a
+"""course.grading.exercise: learner kernels are compiled and run in a child process, so that a wrong, a
 crashing, an endless or a non-compiling kernel each becomes a clear AssertionError."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course import exercise
+from course.grading import exercise
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -418,7 +418,8 @@ def test_references_are_blocked_however_they_are_reached_and_restored_after():
     """While a learner's answer runs, the course's reference raises by module attribute, by a
     name imported earlier, as a classmethod, and through exercise.reference; afterwards (also
     after an error inside) everything works again."""
-    from course import exercise, fem, sparse
+    from course import fem, sparse
+    from course.grading import exercise
     from course.fem import fem1d_element
 
     ways = {"attribute": lambda: fem.fem1d_element(1.0, 1.0, 0.0),

@@ -1,4 +1,4 @@
-"""The exercise of lecture 05_halo and its checks (course.parallel.grading): the course's own halo
+"""The exercise of lecture 05_halo and its checks (course.grading.halo): the course's own halo
 exchanges (src_c, src_fortran) and the solution notebook's (C, Fortran, Python) pass; the typical
 wrong answers fail, each with the message that says what happened: external values left as they
 were, export and import swapped, a blocking Send before the Recv (a deadlock once the messages pass
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, solution_cell, written_file
-from course.parallel import grading
-from course.parallel.grading import Case
+from course.grading import halo as grading
+from course.grading.halo import Case
 
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")]
@@ -522,7 +522,7 @@ def test_right_exchanges_of_other_kinds_pass(tmp_path, lang, text):
 
 
 def test_the_monitor_reads_its_lines():
-    from course.parallel import mpi_monitor
+    from course.grading import mpi_monitor
 
     output = ("noise\n" + mpi_monitor.LINE + '{"event": "foreign_comm", "rank": 1}\n'
               "[host:1] " + mpi_monitor.LINE + '{"event": "mpi_error", "rank": 0}\n'

@@ -1,4 +1,4 @@
-"""The checks of the exercise of lecture 03_iccg (course.iccg_grading), without nbgrader: a coloring
+"""The checks of the exercise of lecture 03_iccg (course.grading.iccg), without nbgrader: a coloring
 is graded by its properties (a second, different greedy coloring passes; each typical wrong one
 fails with the message that says why), the course's orderings are out of reach while the learner's
 coloring runs, and the compiled substitution of the solution passes in C and Fortran while the
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import written_file
-from course import exercise, iccg_grading as grading, native, ordering, race_check
+from course import native, ordering
+from course.grading import exercise, iccg as grading, race_check
 
 GRAPHS = [(grading.grid_graph(8, 6), 4), (grading.grid_graph(10, 8, 6), 16),
           (grading.random_graph(300, 4.0, 1), 2), (grading.random_graph(300, 4.0, 2), 7),
@@ -84,7 +85,7 @@ WRONG = {
     "the grading module's own coloring": (grading.multicolor_first_fit_reversed,
                                           "your code called one of the course's own"),
     "an unblocked copy": (lambda p, a, k: exercise.reference(ordering._multicolor)(
-        p, a, k, np.empty(len(p) - 1, dtype=np.int32)), "course.exercise.reference"),
+        p, a, k, np.empty(len(p) - 1, dtype=np.int32)), "course.grading.exercise.reference"),
 }
 
 

@@ -1,4 +1,4 @@
-"""The exercise of lecture 06_pipecg and its checks (course.parallel.pipecg_grading): the solution
+"""The exercise of lecture 06_pipecg and its checks (course.grading.pipecg): the solution
 notebook's Chronopoulos-Gear (C, Fortran, Python) passes on 2 to 4 ranks, and so do right answers
 written differently; on every case of the notebook, every CG variant of the course takes exactly
 the iterations the check requires (the stopping test is far from a tie). The typical wrong answers
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from conftest import solution_cell, written_file
-from course.parallel import pipecg_driver, pipecg_grading
-from course.parallel.grading import Case
+from course.grading import pipecg, pipecg_driver
+from course.grading.halo import Case
 from course.parallel.mpi_job import run_watched
 
 pytestmark = [pytest.mark.timeout(300),
@@ -50,7 +50,7 @@ def changed(text: str, old: str, new: str) -> str:
 def check(tmp_path: Path, lang: str, text: str, cases=CASES, **timeouts) -> None:
     path = tmp_path / ("chronopoulos_gear" + SUFFIX[lang])
     path.write_text(text)
-    pipecg_grading.check_chronopoulos_gear(path, lang, cases, **timeouts)
+    pipecg.check_chronopoulos_gear(path, lang, cases, **timeouts)
 
 
 def failure(tmp_path, lang: str, text: str, cases=CASES, **timeouts) -> str:
@@ -64,7 +64,7 @@ def failure(tmp_path, lang: str, text: str, cases=CASES, **timeouts) -> str:
 def test_next_alpha_of_the_solution_passes():
     namespace = {}
     exec(solution_cell("06_pipecg", "next_alpha"), namespace)
-    pipecg_grading.check_alpha_recurrence(namespace["next_alpha"], sizes=(5, 30), seeds=(3, 4))
+    pipecg.check_alpha_recurrence(namespace["next_alpha"], sizes=(5, 30), seeds=(3, 4))
 
 
 @pytest.mark.parametrize("wrong, message", [
@@ -74,7 +74,7 @@ def test_next_alpha_of_the_solution_passes():
 ])
 def test_wrong_next_alpha_fails(wrong, message):
     with pytest.raises(AssertionError, match=message):
-        pipecg_grading.check_alpha_recurrence(wrong)
+        pipecg.check_alpha_recurrence(wrong)
 
 
 # --- task 2: the solutions -----------------------------------------------------------------------
@@ -97,8 +97,8 @@ def driver_results(tmp_path, lang: str) -> list[dict]:
     if not lang.startswith("course:"):
         source = tmp_path / ("chronopoulos_gear" + SUFFIX[lang])
         source.write_text(solution_file(lang))
-        path = pipecg_grading.prepare_solver(source, lang)
-    job = run_watched(["-m", "mpi4py", "-m", "course.parallel.pipecg_driver", lang, path,
+        path = pipecg.prepare_solver(source, lang)
+    job = run_watched(["-m", "mpi4py", "-m", "course.grading.pipecg_driver", lang, path,
                        *(case.spec() for case in NOTEBOOK_CASES)], 4, 200, 60)
     results = [e for e in job.events if e["event"] == "result"]
     assert len(results) == len(NOTEBOOK_CASES), job.output[-3000:]
@@ -309,7 +309,7 @@ def test_fortran_that_does_not_compile_says_why(tmp_path):
 
 def test_wrong_language_name():
     with pytest.raises(AssertionError, match="LANGUAGE must be one of"):
-        pipecg_grading.check_chronopoulos_gear("x.jl", "julia", CASES)
+        pipecg.check_chronopoulos_gear("x.jl", "julia", CASES)
 
 
 # --- right answers written differently -----------------------------------------------------------

@@ -1,4 +1,4 @@
-"""course.race_check: ThreadSanitizer + Archer finds the data races that right results hide, and the
+"""course.grading.race_check: ThreadSanitizer + Archer finds the data races that right results hide, and the
 OMPT work-sharing check sees through num_threads(1), if(0) and a region without a worksharing loop.
 
 The kernels are the course's own (ell_matvec of src_*/04_openmp/spmv.*, pcg_v3 of pcg.*, cut out of
@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from course import exercise, race_check
+from course.grading import exercise, race_check
 from course.native import ROOT
 
 LANGS = ("c", "fortran")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 COMMANDS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "sinfo")
 # the node and partition the jobs see; exercise 07's check applies the same limits by the rules
-# where this Slurm cannot run (course.cluster.check.local_problems)
+# where this Slurm cannot run (course.grading.cluster.local_problems)
 PARTITION = "debug"
 MAX_TIME = "00:30:00"
 MEMORY_MB = 2048            # the node's memory for jobs (RealMemory; less on a smaller machine)

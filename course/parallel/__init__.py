@@ -7,13 +7,8 @@ data, halo exchange and the distributed problems, one module per concern:
                  the naive Allgather) and the exchange of message sizes (all-to-all vs neighbours)
     fem3d        the 3D heat-conduction problem of 02_fem3d assembled and solved on P ranks
     mpi_job      an mpiexec job in a subprocess that cannot hang its caller (deadlocks stopped)
-    grading      the checks of the exercise 05_halo: the learner's local tables, and the
-                 learner's halo exchange (C, Fortran, mpi4py) run by exchange_driver under
-                 mpiexec (its messages to the learner: exchange_messages), with the MPI calls
-                 of the learner's exchange watched by mpi_monitor (a PMPI library preloaded into
-                 the ranks: requests left open, another communicator, MPI's own errors)
 
-`partition` and `local` need no MPI (a learner can draw every rank's data in one process); `halo`,
-`fem3d` and `exchange_driver` import mpi4py; `grading` and `mpi_job` do not (a notebook's kernel
-never initialises MPI).
+`partition` and `local` need no MPI (a learner can draw every rank's data in one process); `halo`
+and `fem3d` import mpi4py; `mpi_job` does not (a notebook's kernel never initialises MPI). The
+checks of the exercises 05 and 06 live in course.grading.
 """

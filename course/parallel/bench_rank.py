@@ -20,12 +20,11 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from .. import bench, native  # noqa: E402
-from ..solvers import ALGORITHMS  # noqa: E402
 from ..mesh import box_mesh  # noqa: E402
-from .exchange_driver import exchange_factory  # noqa: E402
+from ..solvers import ALGORITHMS  # noqa: E402
 from .explicit import heat_steps  # noqa: E402
 from .fem3d import Distributed, model_system  # noqa: E402
-from .halo import STYLES, Halo, message_sizes  # noqa: E402
+from .halo import STYLES, CompiledExchange, Halo, load_halo_exchange, message_sizes  # noqa: E402
 from .local import local_data  # noqa: E402
 from .partition import make_partition, quality  # noqa: E402
 
@@ -110,7 +109,7 @@ def halo_times(local, repeat: int) -> dict:
         halo.free()
     library = native.build_dir("release") / "lib" / "libcourse_halo_c.so"
     if library.exists():
-        c_exchange = exchange_factory("c", str(library))(local, COMM)
+        c_exchange = CompiledExchange(load_halo_exchange(str(library)), False, local, COMM)
         out["c"] = {"seconds": timed(lambda: c_exchange.update(x), repeat, 50),
                     "bytes_max": out["p2p"]["bytes_max"]}
     return out

@@ -16,6 +16,7 @@ indexing: `Irecv(x[idx])` with an index array would receive into a temporary cop
 
 from __future__ import annotations
 
+import ctypes
 import time
 
 import numpy as np
@@ -177,3 +178,48 @@ def message_sizes(local: LocalData, comm=MPI.COMM_WORLD, how: str = "neighbours"
     table = np.empty((size, size), dtype=np.int64)
     comm.Allgather([row, MPI.INT64_T], [table, MPI.INT64_T])
     return table[local.neighbours, comm.Get_rank()], table.nbytes
+
+
+# --- the halo_exchange of a compiled library (C, or Fortran with bind(C)) behind update(x) ------
+
+def load_halo_exchange(path: str):
+    """The function halo_exchange of the shared library at `path`, for CompiledExchange
+    (AttributeError if the library has none)."""
+    function = ctypes.CDLL(path).halo_exchange
+    function.restype = None
+    return function
+
+
+class CompiledExchange:
+    """halo_exchange of a C or Fortran shared library. Fortran: tables 1-based, every argument by
+    reference, comm as the integer handle of mpi_f08's type(MPI_Comm)."""
+
+    def __init__(self, function, fortran: bool, local: LocalData, comm):
+        base = 1 if fortran else 0
+        self.function, self.fortran, self.local = function, fortran, local
+        self.tables = [np.ascontiguousarray(local.neighbours, dtype=np.int32)] + [
+            np.ascontiguousarray(table + base, dtype=np.int32)
+            for table in (local.import_ptr, local.import_index, local.export_ptr,
+                          local.export_index)]
+        self.send = np.full(max(local.export_index.size, 1), np.nan)
+        self.recv = np.full(max(local.import_index.size, 1), np.nan)
+        if fortran:
+            self.n = ctypes.c_int(local.n_neighbours)
+            self.handle = ctypes.c_int(comm.py2f())
+            self.comm = ctypes.byref(self.handle)
+        else:
+            self.n = local.n_neighbours
+            c_comm = ctypes.c_int if MPI._sizeof(MPI.Comm) == ctypes.sizeof(ctypes.c_int) \
+                else ctypes.c_void_p
+            self.comm = c_comm(MPI._handleof(comm))
+        # the arguments before and after x, made once: the call then costs one ctypes call
+        n = ctypes.byref(self.n) if fortran else ctypes.c_int(self.n)
+        self.before = (n, *map(_pointer, self.tables))
+        self.after = (_pointer(self.send), _pointer(self.recv), self.comm)
+
+    def update(self, x: np.ndarray) -> None:
+        self.function(*self.before, ctypes.c_void_p(x.ctypes.data), *self.after)
+
+
+def _pointer(array: np.ndarray):
+    return array.ctypes.data_as(ctypes.c_void_p)

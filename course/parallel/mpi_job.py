@@ -6,7 +6,7 @@ The program reports to its caller on stdout, one event per line: REPORT, then a 
 at least "event". An event {"event": "start", ...} opens a step that must end (with the next event)
 within `step_timeout` seconds, e.g. one halo exchange; everything else has until `timeout`.
 
-    job = run_watched(["-m", "mpi4py", "-m", "course.parallel.exchange_driver", ...], 4, 60, 4)
+    job = run_watched(["-m", "mpi4py", "-m", "course.grading.halo_driver", ...], 4, 60, 4)
     job.events, job.output, job.returncode, job.stopped
 """
 
@@ -62,7 +62,7 @@ def run_watched(python_args: list, ranks: int, timeout: float, step_timeout: flo
     step it has started has not ended within `step_timeout` seconds. MPIEXEC_TIMEOUT is set too,
     as a last resort should this process itself be killed. preload: a shared library preloaded
     into every rank (LD_PRELOAD of the ranks only, not of mpiexec), e.g. the MPI monitor of
-    course.parallel.mpi_monitor; env: more variables for the job's environment."""
+    course.grading.mpi_monitor; env: more variables for the job's environment."""
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         raise AssertionError("mpiexec is not installed (python -m course doctor says what to "

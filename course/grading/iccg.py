@@ -11,10 +11,10 @@ each color so far is full or holds a neighbour of the unknown to be placed; at m
 can be full then (K full colors hold all n unknowns), and at most max_degree hold a neighbour.
 `multicolor_first_fit_reversed` is such a second coloring, different from the course's, and passes.
 
-The substitution is run in a child process (course.exercise.run_isolated) with 1 to 4 threads on
+The substitution is run in a child process (course.grading.exercise.run_isolated) with 1 to 4 threads on
 matrices colored by the course (expected values from the NumPy reference, SciPy's triangular
 solves), must give the same z bit for bit with every number of threads, and, at grading time, runs
-once under ThreadSanitizer + Archer and under the OMPT work count (course.race_check): a sweep that
+once under ThreadSanitizer + Archer and under the OMPT work count (course.grading.race_check): a sweep that
 ignores the colors, shares out the colors instead of the rows, or drops the barrier between two
 colors races; one with num_threads(1) runs serially; one with a `parallel for` per color and
 sweep is right and race-free, but opens 2 ncolor parallel regions per call where the task asks for
@@ -29,11 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse
 
-from . import exercise, fem, fvm, native, ordering
+from .. import fem, fvm, native, ordering
+from ..mesh import box_mesh
+from ..solvers import iccg as ic
+from ..sparse import CRS
+from . import exercise
 from .exercise import entry, plain, row_label
-from .mesh import box_mesh
-from .solvers import iccg as ic
-from .sparse import CRS
 
 
 def _course(function):

@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse
 
-from . import cache, native
-from .native import INT, REAL
+from .. import cache, native
+from ..native import INT, REAL
 
 _COMPILER = {"c": ("cc", ["-std=c99"]), "fortran": ("gfortran", ["-ffree-form"])}
 _MPI_COMPILER = {"c": "mpicc", "fortran": "mpif90"}      # the same compilers, with MPI
@@ -83,7 +83,7 @@ class ReferenceUsed(AssertionError):
 
 def _blocked_code(*args, **kwargs):
     # runs with the globals of the blocked function's module: builtins only
-    raise __import__("course.exercise").exercise.ReferenceUsed("your code called one of the course's own functions that this check "
+    raise __import__("course.grading.exercise").grading.exercise.ReferenceUsed("your code called one of the course's own functions that this check "
                         "compares with: it is not available while your answer is checked; write "
                         "the computation yourself")
 
@@ -193,7 +193,7 @@ def provided(namespace: dict, **functions):
 def course_versions(key: str, *names: str) -> dict:
     """The course's working versions of the learner's functions `names` of exercise `key`, for
     `provided`: what a later task's check runs in place of the learner's earlier answers."""
-    from . import element, fem
+    from .. import element, fem
 
     fem1d_element = reference(fem.fem1d_element)
     hex8_dshape, hex8_jacobian = reference(element.hex8_dshape), reference(element.hex8_jacobian)
@@ -416,7 +416,7 @@ def _worst(got, expected) -> int:
 def distorted_box(nx: int, ny: int, nz: int, seed: int, shake: float = 0.2):
     """A box mesh whose inner nodes are moved at random by up to `shake` element sizes (every
     element stays valid), and a random nodal heat source: inputs the learner has not seen."""
-    from .mesh import box_mesh
+    from ..mesh import box_mesh
 
     box = box_mesh(nx, ny, nz)
     rng = np.random.default_rng(seed)
@@ -432,7 +432,7 @@ def check_fem3d_assemble(source: str | Path, lang: str, seeds=(1,), sizes=((1, 1
     """Check the learner's fem3d_assemble (same signature as src_c/02_fem3d/fem3d.c; it may call
     the course's fem3d_element) against the NumPy reference on meshes with moved inner nodes, and
     its return value -(e+1) for an inverted element e; raises AssertionError naming the case."""
-    from . import fem
+    from .. import fem
 
     lib = compile_kernel(source, lang, link_course=True)
     base = _base(lang)                               # Fortran kernels take 1-based indices
@@ -483,7 +483,7 @@ def random_ell(n: int, seed: int, width: int = ELL_WIDTH):
     """A random off-diagonal part in ELL (course.sparse.ELL: `width` entries per row, short rows
     padded with the row's own index and 0.0), rows of every length from 0 to width (empty ones
     included, as far as n allows), a positive diagonal d and a random vector x."""
-    from .sparse import CRS, ELL
+    from ..sparse import CRS, ELL
 
     rng = np.random.default_rng(seed)
     lengths = rng.integers(0, width + 1, n)
@@ -500,7 +500,7 @@ def random_ell(n: int, seed: int, width: int = ELL_WIDTH):
 
 def _ell_cases(seeds, sizes, poisson):
     """(label, d, item, amat, x) of the random matrices and the Poisson problems."""
-    from . import fvm
+    from .. import fvm
 
     cases = []
     for seed in seeds:
@@ -615,7 +615,7 @@ def check_race_free_cg(source: str | Path, lang: str, sizes=((6, 5, 4),),
     its solution (rtol 1e-10) with a relative residual <= eps; with 1 and 2 threads the runs must
     agree bit for bit (a race-free CG with static schedules and reductions does). Raises
     AssertionError naming the problem, the threads and the run."""
-    from . import fvm, solvers
+    from .. import fvm, solvers
 
     lib = compile_kernel(source, lang, openmp=True)
     lines = unreproducible_reductions(source, lang)
@@ -693,7 +693,7 @@ def _child(lib: str, function: str, args_path: str, out_path: str, returns_int: 
     for k in range(int(repeat)):
         args = [a.copy() for a in loaded]
         values = [a.item() if a.ndim == 0 else a.ctypes.data_as(ctypes.c_void_p) for a in args]
-        sys.stderr.write(f"course.exercise: run {k + 1}\n")
+        sys.stderr.write(f"course.grading.exercise: run {k + 1}\n")
         sys.stderr.flush()
         start = time.perf_counter()
         result = fn(*values)

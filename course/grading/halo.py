@@ -6,7 +6,7 @@
 
 Each raises AssertionError with a message for the learner when something is wrong. The exchange
 never runs in the calling process (a notebook's kernel): it runs under `mpiexec` in a subprocess
-(course.parallel.exchange_driver), which is stopped when an exchange takes too long (a deadlock)
+(course.grading.halo_driver), which is stopped when an exchange takes too long (a deadlock)
 or when a rank crashes, so that the caller always gets an answer, never a hang.
 
 A Case is a partition of a box mesh that every check builds the same way:
@@ -25,14 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..exercise import plain, references_blocked
 from ..mesh import BoxMesh, box_mesh
-from . import exchange_messages as messages
-from . import local as local_module
+from ..parallel import local as local_module
+from ..parallel.local import LocalData, local_data
+from ..parallel.mpi_job import Job, run_watched
+from ..parallel.partition import make_partition
+from . import halo_messages as messages
 from . import mpi_monitor
-from .local import LocalData, local_data
-from .mpi_job import Job, run_watched
-from .partition import make_partition
+from .exercise import plain, references_blocked
 
 LANGUAGES = ("c", "fortran", "python")
 REPEAT = 3                          # exchanges per case, each with new values
@@ -215,7 +215,7 @@ def prepare_exchange(source, lang: str) -> Path:
     """The file the driver loads: the shared library compiled with mpicc / mpif90 from a C or
     Fortran source, or the Python file itself once it is known to define halo_exchange.
     AssertionError with the compiler's (or Python's) message otherwise."""
-    from ..exercise import compile_kernel
+    from .exercise import compile_kernel
 
     if lang not in LANGUAGES:
         raise AssertionError(f"LANGUAGE must be one of {', '.join(map(repr, LANGUAGES))}, "
@@ -250,11 +250,11 @@ def check_python_source(source, function: str, arguments: tuple) -> Path:
 
 def run_driver(args: list, ranks: int, timeout: float, exchange_timeout: float,
                monitor: bool = False) -> Job:
-    """course.parallel.exchange_driver ARGS on `ranks` MPI processes, stopped when an exchange
+    """course.grading.halo_driver ARGS on `ranks` MPI processes, stopped when an exchange
     does not report within exchange_timeout seconds, or the whole job within timeout. monitor:
-    with the MPI monitor (course.parallel.mpi_monitor) preloaded, where it can be built."""
+    with the MPI monitor (course.grading.mpi_monitor) preloaded, where it can be built."""
     library = mpi_monitor.library() if monitor else None
-    return run_watched(["-m", "mpi4py", "-m", "course.parallel.exchange_driver", *args], ranks,
+    return run_watched(["-m", "mpi4py", "-m", "course.grading.halo_driver", *args], ranks,
                        timeout, exchange_timeout, preload=library,
                        env={mpi_monitor.ENVIRONMENT: str(library)} if library else None)
 
@@ -267,7 +267,7 @@ def check_halo_exchange(source, lang: str, cases, exchange_timeout: float = 4.0,
     with bitwise the values the course's Halo gives and leave the internal ones alone, on the
     communicator given (its ranks are not numbered as in MPI_COMM_WORLD), and complete every
     request they make. All the cases run in one mpiexec job of max(ranks) processes, with the MPI
-    monitor (course.parallel.mpi_monitor) where it can be built. AssertionError that says what
+    monitor (course.grading.mpi_monitor) where it can be built. AssertionError that says what
     happened: wrong values (which rank, which neighbour, how many), requests left outstanding, a
     call on another communicator than the one given, an MPI error (a receive smaller than its
     message), a deadlock, a crash, an exception."""

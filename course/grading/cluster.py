@@ -36,10 +36,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import local_slurm
-from .jobscript import (COMMANDS, MPI_PROGRAMS, OPENMP_PROGRAMS, ROOT, JobRequest, JobScriptError,
+from ..cluster import local_slurm
+from ..cluster.jobscript import (COMMANDS, MPI_PROGRAMS, OPENMP_PROGRAMS, ROOT, JobRequest, JobScriptError,
                         check, is_mpi, seconds)
-from .systems import SYSTEMS
+from ..cluster.systems import SYSTEMS
 
 COURSE = ROOT          # the course checkout: a job on the local Slurm changes to it
 
@@ -1167,7 +1167,7 @@ def answers() -> tuple:
     which class does it run in": the answers themselves, and the rule checks that answer it by
     taking or refusing a job of a given queue (the generator's check, its queue part, and the
     writer of scripts that runs it; this module's checks of a script, which run those rules)."""
-    from . import jobscript
+    from ..cluster import jobscript
     return (first_queue, routed_queue, jobscript.check, jobscript._check_queue, jobscript.render,
             _examine, _rules, problems, check_script, local_problems, check_local_job)
 
@@ -1175,9 +1175,9 @@ def answers() -> tuple:
 @contextmanager
 def without_answers():
     """While it lasts, every function of `answers()` raises instead of answering (however it is
-    reached: course.exercise.references_blocked): the grader calls a learner's function inside
+    reached: course.grading.exercise.references_blocked): the grader calls a learner's function inside
     it."""
-    from ..exercise import references_blocked
+    from .exercise import references_blocked
     with references_blocked(*answers()):
         yield
 

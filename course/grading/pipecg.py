@@ -5,7 +5,7 @@
 
 Each raises AssertionError with a message for the learner when something is wrong. The learner's
 solver never runs in the calling process (a notebook's kernel): it runs under `mpiexec` in a
-subprocess (course.parallel.pipecg_driver), stopped when a solve takes too long or a rank crashes.
+subprocess (course.grading.pipecg_driver), stopped when a solve takes too long or a rank crashes.
 The solver gets the distributed product and a global sum, and the driver counts the calls of
 both: a solve that needs more than one global sum or more than one product per iteration (plus a
 few before the loop) is not Chronopoulos-Gear, however right its answer. The check problems need
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import exchange_messages
-from .grading import Case, check_python_source
-from .mpi_job import run_watched
+from ..parallel.mpi_job import run_watched
+from . import halo_messages
+from .halo import Case, check_python_source
 from .pipecg_driver import (MAX_ITER, NORM_B, RETURN_WAIT, SET_UP_PRODUCTS, SET_UP_SUMS, TOL,
                            departure, verdict)
 
@@ -75,7 +75,7 @@ def prepare_solver(source, lang: str) -> Path:
     """The file the driver loads: a shared library compiled (without MPI: the solver talks to the
     other ranks only through its arguments) from a C or Fortran source, or the Python file
     itself once it is known to define chronopoulos_gear and not to use mpi4py."""
-    from ..exercise import compile_kernel
+    from .exercise import compile_kernel
 
     if lang not in LANGUAGES:
         raise AssertionError(f"LANGUAGE must be one of {', '.join(map(repr, LANGUAGES))}, "
@@ -119,7 +119,7 @@ def check_chronopoulos_gear(source, lang: str, cases, solve_timeout: float = 30.
     says what happened."""
     path = prepare_solver(source, lang)
     cases = list(cases)
-    job = run_watched(["-m", "mpi4py", "-m", "course.parallel.pipecg_driver", lang, path,
+    job = run_watched(["-m", "mpi4py", "-m", "course.grading.pipecg_driver", lang, path,
                        *(case.spec() for case in cases)],
                       max(case.ranks for case in cases), timeout, solve_timeout)
     errors = [e for e in job.events if e["event"] == "error"]
@@ -147,9 +147,9 @@ def check_chronopoulos_gear(source, lang: str, cases, solve_timeout: float = 30.
                              f"{where}, and the job was stopped: an endless loop? The loop must "
                              f"end after at most max_iter = {MAX_ITER} iterations.")
     if job.returncode != 0 or len(results) != len(cases):
-        rank, name = exchange_messages._signal(job.output)
+        rank, name = halo_messages._signal(job.output)
         crashed = f" with {name}" + (f" on rank {rank}" if rank else "") if name else ""
-        words = exchange_messages._own_words(job.output)
+        words = halo_messages._own_words(job.output)
         raise AssertionError(f"the MPI job running chronopoulos_gear "
                              f"{_where(cases, running) if running is not None else ''} ended"
                              f"{crashed or f' with exit status {job.returncode}'} before it "

@@ -1,8 +1,8 @@
-"""The learner's halo exchange under mpiexec (started by course.parallel.grading, never imported by
+"""The learner's halo exchange under mpiexec (started by course.grading.halo, never imported by
 a notebook's kernel):
 
-    mpiexec -n P python -m mpi4py -m course.parallel.exchange_driver check LANG FILE CASE...
-    mpiexec -n P python -m mpi4py -m course.parallel.exchange_driver solve LANG FILE NX NY NZ PART
+    mpiexec -n P python -m mpi4py -m course.grading.halo_driver check LANG FILE CASE...
+    mpiexec -n P python -m mpi4py -m course.grading.halo_driver solve LANG FILE NX NY NZ PART
 
 LANG is c or fortran (FILE: the shared library compiled from the learner's source), python (FILE:
 the learner's halo_exchange.py) or, for solve, course (the course's own Halo). A CASE is written by
@@ -11,7 +11,7 @@ communicator of their own whose ranks are those of MPI_COMM_WORLD rotated (no ra
 number; see case_comm); each case exchanges 3 times, with new values each time, and compares with
 the course's Halo bit for bit. The learner's exchange must use the communicator it is given: while
 it runs, every rank also waits for any message on MPI_COMM_WORLD (other traffic, which swallows a
-message the learner sends there), and the MPI monitor (course.parallel.mpi_monitor, preloaded by
+message the learner sends there), and the MPI monitor (course.grading.mpi_monitor, preloaded by
 the caller) counts the requests the call leaves outstanding. Python: the course's halo module is
 blocked and mpi4py's pickling (lower-case) calls refuse, on every communicator.
 
@@ -30,7 +30,6 @@ message on MPI_COMM_WORLD) the remaining cases are skipped.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib.util
 import json
 import pickle
@@ -42,13 +41,13 @@ import numpy as np
 from mpi4py import MPI
 
 from ..mesh import box_mesh
-from ..exercise import references_blocked
-from . import halo as halo_module
-from .exchange_messages import world_to_case_rank
-from .grading import REPEAT, Case
-from .halo import Halo
-from .local import LocalData, local_data
-from .mpi_job import report
+from ..parallel import halo as halo_module
+from ..parallel.halo import CompiledExchange, Halo, load_halo_exchange
+from ..parallel.local import LocalData, local_data
+from ..parallel.mpi_job import report
+from .exercise import references_blocked
+from .halo import REPEAT, Case
+from .halo_messages import world_to_case_rank
 from .mpi_monitor import LINE as MONITOR_LINE
 from .mpi_monitor import Window
 
@@ -81,41 +80,6 @@ def no_pickling():
         MPI.pickle.__init__(pickle.dumps, pickle.loads, protocol)
 
 
-class CompiledExchange:
-    """halo_exchange of a C or Fortran shared library. Fortran: tables 1-based, every argument by
-    reference, comm as the integer handle of mpi_f08's type(MPI_Comm)."""
-
-    def __init__(self, function, fortran: bool, local: LocalData, comm):
-        base = 1 if fortran else 0
-        self.function, self.fortran, self.local = function, fortran, local
-        self.tables = [np.ascontiguousarray(local.neighbours, dtype=np.int32)] + [
-            np.ascontiguousarray(table + base, dtype=np.int32)
-            for table in (local.import_ptr, local.import_index, local.export_ptr,
-                          local.export_index)]
-        self.send = np.full(max(local.export_index.size, 1), np.nan)
-        self.recv = np.full(max(local.import_index.size, 1), np.nan)
-        if fortran:
-            self.n = ctypes.c_int(local.n_neighbours)
-            self.handle = ctypes.c_int(comm.py2f())
-            self.comm = ctypes.byref(self.handle)
-        else:
-            self.n = local.n_neighbours
-            c_comm = ctypes.c_int if MPI._sizeof(MPI.Comm) == ctypes.sizeof(ctypes.c_int) \
-                else ctypes.c_void_p
-            self.comm = c_comm(MPI._handleof(comm))
-        # the arguments before and after x, made once: the call then costs one ctypes call
-        n = ctypes.byref(self.n) if fortran else ctypes.c_int(self.n)
-        self.before = (n, *map(_pointer, self.tables))
-        self.after = (_pointer(self.send), _pointer(self.recv), self.comm)
-
-    def update(self, x: np.ndarray) -> None:
-        self.function(*self.before, ctypes.c_void_p(x.ctypes.data), *self.after)
-
-
-def _pointer(array: np.ndarray):
-    return array.ctypes.data_as(ctypes.c_void_p)
-
-
 class PythonExchange:
     """halo_exchange(comm, neighbours, import_ptr, import_index, export_ptr, export_index, x) of
     the learner's Python file; every call gets fresh copies of the tables."""
@@ -143,11 +107,10 @@ def exchange_factory(lang: str, path: str):
         spec.loader.exec_module(module)
         return lambda local, comm: PythonExchange(module.halo_exchange, local, comm)
     try:
-        function = ctypes.CDLL(path).halo_exchange
+        function = load_halo_exchange(path)
     except AttributeError:
         raise AttributeError("the compiled file has no function halo_exchange" + (
             ' (Fortran: bind(C, name="halo_exchange"))' if lang == "fortran" else "")) from None
-    function.restype = None
     return lambda local, comm: CompiledExchange(function, lang == "fortran", local, comm)
 
 
@@ -333,8 +296,8 @@ def solve(world, lang: str, path: str, nx: str, ny: str, nz: str, partition: str
     distributed CG of course.parallel.fem3d, the exchange in its product being `lang`'s (at most
     MAX_ITER iterations); rank 0 compares with the serial solve."""
     from .. import problems
-    from .fem3d import Distributed, gather_vector, model_system
-    from .partition import make_partition
+    from ..parallel.fem3d import Distributed, gather_vector, model_system
+    from ..parallel.partition import make_partition
 
     mesh = box_mesh(int(nx), int(ny), int(nz))
     owner = world.bcast(make_partition(mesh, partition, world.Get_size())

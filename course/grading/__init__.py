@@ -1,4 +1,29 @@
-"""nbgrader customisation: stubs in the language of the cell, feedback without hidden tests.
+"""How an exercise is checked and graded: everything the exercises' hidden and visible tests call,
+and nbgrader's customisation. One module per concern or per exercise:
+
+    exercise       a learner's C or Fortran kernel compiled and run in a child process (01, 02,
+                   04): values, crashes, endless loops; the course's references blocked while a
+                   learner's code runs (references_blocked), the course's versions of earlier
+                   tasks provided (provided)
+    race_check     the OpenMP kernels of 03 and 04 under ThreadSanitizer + Archer, and under an
+                   OMPT tool that counts the parallel regions and each thread's work
+    iccg           exercise 03: the multicoloring, the colored IC(0) substitution, incompatible
+                   nodes
+    halo           exercise 05: the local tables, and the halo exchange run under mpiexec by
+                   halo_driver (its messages to the learner: halo_messages), the MPI calls
+                   watched by mpi_monitor (a PMPI library preloaded into the ranks)
+    pipecg         exercise 06: the alpha recurrence, and Chronopoulos-Gear CG run under mpiexec by
+                   pipecg_driver
+    cluster        exercise 07: a job script read back, checked against the run and the system's
+                   rules, and submitted to a local Slurm
+
+The drivers run under mpiexec only (they import mpi4py); nothing else here initialises MPI in a
+notebook's kernel. Grading sits above the solvers, the distributed track and the cluster tools
+(it checks a learner's answer against them) and beside the benchmarks; nothing below it imports
+it (tests/test_layers.py).
+
+This module itself is nbgrader's customisation: stubs in the language of the cell, feedback
+without hidden tests.
 
 nbgrader replaces every solution region with the stub of the notebook's language (Python), which
 would put `raise NotImplementedError()` into a C or Fortran file written by `%%writefile`. This
@@ -66,8 +91,9 @@ def readiness() -> dict[str, tuple[str, str]]:
     """For each exercise, (verdict, reason): "fully" (every hidden check can run here), "partly"
     (one check is replaced by a weaker one, the reason says which), or "no" (checks would fail for
     a missing tool, and right answers lose points: the reason says what to install)."""
-    from . import race_check, toolchain
-    from .cluster import local_slurm
+    from .. import toolchain
+    from . import race_check
+    from ..cluster import local_slurm
 
     missing = [c for c in ("cc", "gfortran") if shutil.which(c) is None]
     compilers = f"missing {', '.join(missing)} (C and Fortran kernels)" if missing else None

@@ -1,4 +1,4 @@
-"""What the check of the learner's halo exchange (course.parallel.grading) tells the learner: one
+"""What the check of the learner's halo exchange (course.grading.halo) tells the learner: one
 paragraph per way an exchange can go wrong, with what happened, where, and what to look at."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def exception(event: dict, cases: list) -> str:
     return text
 
 
-# --- what the MPI monitor (course.parallel.mpi_monitor) saw ----------------------------------------
+# --- what the MPI monitor (course.grading.mpi_monitor) saw ----------------------------------------
 
 _TABLES = {"c": {"count": "import_ptr[m+1] - import_ptr[m]", "buf": "recv_buf + import_ptr[m]",
                  "type": "MPI_DOUBLE", "from": "neighbours[m]"},
@@ -213,7 +213,7 @@ def deadlock(running: dict | None, cases: list, exchange_timeout: float, output:
 
 
 def world_to_case_rank(world_rank: int, world_size: int) -> int:
-    """The rank in a case's communicator of a rank of the job (exchange_driver.case_comm: comm
+    """The rank in a case's communicator of a rank of the job (halo_driver.case_comm: comm
     rank r is world rank r + 1, modulo the job's size)."""
     return (world_rank - 1) % world_size
 

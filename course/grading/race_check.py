@@ -3,7 +3,7 @@
 A kernel with a data race often gives the right numbers: a shared accumulator that the compiler
 keeps in a register, a parallel region in which every thread computes every row (all write the same
 values), a reset of a shared scalar done by every thread. A kernel made serial with
-`num_threads(1)` or `if(0)` gives them too. So next to the result checks of course.exercise:
+`num_threads(1)` or `if(0)` gives them too. So next to the result checks of course.grading.exercise:
 
 * data_races(): LLVM's ThreadSanitizer with the Archer OpenMP tool. The learner's file is compiled
   with -fsanitize=thread -g (C with clang, Fortran with gfortran), linked into a small driver
@@ -32,7 +32,7 @@ values), a reset of a shared scalar done by every thread. A kernel made serial w
     assert not races, race_message(races, "ell_matvec.c")
     check_work_sharing("ell_matvec.c", "c", "ell_matvec", [n, d, item, amat, x, y])
 
-Arguments are given as to course.exercise.run_isolated: Python ints become C ints, floats C doubles,
+Arguments are given as to course.grading.exercise.run_isolated: Python ints become C ints, floats C doubles,
 NumPy arrays (integer -> int32, floating -> float64) pointers to copies of their data. Builds are
 cached by content hash. Needs clang, libomp (with Archer) and clang's TSan runtime, and gfortran
 for Fortran: Debian `apt-get install clang libomp-dev libclang-rt-14-dev gfortran`. Without them
@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cache
+from .. import cache
 from .exercise import learner_source
 
 DEBIAN_PACKAGES = "clang libomp-dev libclang-rt-dev llvm"   # as scripts/setup.sh --test
@@ -924,7 +924,7 @@ def ell_matvec_args(lang: str, n: int = 60, seed: int = 1) -> list:
 def cg_args(lang: str, size=(6, 5, 4), eps: float = 1e-8) -> list:
     """Arguments of cg_single_region / pcg_v3 (course.h) for the Poisson problem on `size` cells
     (Fortran: 1-based columns)."""
-    from . import fvm
+    from .. import fvm
 
     problem = fvm.poisson(*size, fmt="ell")
     n = problem.n

@@ -1,7 +1,7 @@
-"""The learner's Chronopoulos-Gear CG under mpiexec (started by course.parallel.pipecg_grading,
+"""The learner's Chronopoulos-Gear CG under mpiexec (started by course.grading.pipecg,
 never imported by a notebook's kernel):
 
-    mpiexec -n P python -m mpi4py -m course.parallel.pipecg_driver LANG FILE CASE...
+    mpiexec -n P python -m mpi4py -m course.grading.pipecg_driver LANG FILE CASE...
 
 LANG is c or fortran (FILE: the shared library compiled from the learner's source), python (FILE:
 the learner's chronopoulos_gear.py) or, for the tests, course:ALGORITHM (FILE: -), the course's
@@ -44,15 +44,15 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import fem, solvers
-from ..exercise import references_blocked
 from ..mesh import FACES
-from .exchange_driver import guarded
-from .fem3d import Distributed, assemble_local, internal_rows
-from .grading import Case
-from .halo import Halo
-from .local import local_data
-from .mpi_job import report
-from .reductions import MPIReductions
+from ..parallel.fem3d import Distributed, assemble_local, internal_rows
+from ..parallel.halo import Halo
+from ..parallel.local import local_data
+from ..parallel.mpi_job import report
+from ..parallel.reductions import MPIReductions
+from .exercise import references_blocked
+from .halo import Case
+from .halo_driver import guarded
 
 TOL = 1e-10
 MAX_ITER = 400
@@ -357,7 +357,7 @@ def departure(result: dict) -> int | None:
 
 def verdict(result: dict) -> str | None:
     """What is wrong with one case's result (None: nothing), in words for the learner; the
-    messages themselves live in course.parallel.pipecg_grading."""
+    messages themselves live in course.grading.pipecg."""
     k = result["iterations"]
     if k is None:
         return "not_int"

@@ -1,6 +1,6 @@
 """An MPI monitor for the check of the learner's halo exchange: a small library of MPI profiling
 (PMPI) wrappers, preloaded into every rank of the check job (LD_PRELOAD), that watches the
-learner's point-to-point calls while a *window* is open (course.parallel.exchange_driver opens one
+learner's point-to-point calls while a *window* is open (course.grading.halo_driver opens one
 around each call of the learner's halo_exchange):
 
 * requests: every request made (MPI_Isend, MPI_Irecv, MPI_Issend, MPI_Ibsend, MPI_Irsend, and the
