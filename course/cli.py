@@ -368,7 +368,7 @@ def _bench(args) -> int:
 
 
 def _dist(args) -> int:
-    from . import dist
+    from .classroom import dist
 
     return dist.main(args)
 
@@ -619,7 +619,7 @@ def parser() -> argparse.ArgumentParser:
     di.add_argument("dir", metavar="DIR", help="a new or empty folder")
     di.set_defaults(run=_dist)
 
-    from . import hub                           # (standard library only: light)
+    from .classroom import hub                  # (standard library only: light)
     hub.add_parser(sub)
     return p
 

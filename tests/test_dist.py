@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course import dist
+from course.classroom import dist
 from course.grading import CELL_TIMEOUT
 
 ROOT = Path(__file__).resolve().parent.parent

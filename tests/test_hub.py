@@ -536,7 +536,7 @@ def test_status_names_the_servers_and_stop_ends_them(round_trip, classroom):
     for user in (room.learners["typed"], room.instructor):
         assert user in status.stdout, status.stdout
     hub("stop", "--prefix", str(room.prefix))
-    from course.hub import Layout, prefix_processes
+    from course.classroom.hub import Layout, prefix_processes
 
     assert prefix_processes(Layout(room.prefix)) == {}
     after = hub("status", "--prefix", str(room.prefix), check=False)

@@ -16,7 +16,7 @@ import re
 import shutil
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # what the copy holds, relative to the repository root (folders are copied whole, less JUNK)
 LEARNER_FOLDERS = ("course", "notebooks", "exercises", "src_c", "src_fortran", "examples", "book",
@@ -108,7 +108,7 @@ def _write(files: list[Path], target: Path, root: Path) -> None:
             dest.write_text(LEARNER_README + (root / rel).read_text())
         else:
             shutil.copy2(root / rel, dest)
-    from .grading import CELL_TIMEOUT
+    from ..grading import CELL_TIMEOUT
 
     (target / "nbgrader_config.py").write_text(LEARNER_NBGRADER_CONFIG.format(timeout=CELL_TIMEOUT))
 

@@ -44,7 +44,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COURSE_ID = "pfem"
 DEFAULT_PREFIX = "/opt/pfem-hub"
 DEFAULT_EXCHANGE = "/srv/nbgrader/exchange"
@@ -372,7 +372,7 @@ def install_proxy(layout: Layout, wheelhouse: Path | None) -> None:
 # --- the configuration ---------------------------------------------------------------------------
 
 def nbgrader_system_config(exchange: Path) -> str:
-    from .grading import CELL_TIMEOUT
+    from ..grading import CELL_TIMEOUT
 
     return (f"{MARKER}: every user's nbgrader settings of the course\n"
             "c = get_config()  # noqa: F821\n"
