@@ -1,5 +1,5 @@
-"""A real, single-node Slurm in a temporary folder: the tests (and lecture 07) submit the course's job
-scripts to it with `sbatch`.
+"""A real, single-node Slurm in a temporary folder: the tests (and lecture 07) submit the course's
+job scripts to it with `sbatch`.
 
 Debian's `slurm-wlm` and `munge` provide the daemons. Everything they write lives in the folder:
 a fresh munge key and its daemon, a generated `slurm.conf` (this machine as the only node, its

@@ -3,8 +3,8 @@
 Odyssey (Wisteria/BDEC-01, A64FX) and Oakbridge-CX schedule with Fujitsu's PJM; their job classes
 are the tables of the course's seed document 004 (the Information Technology Center of the
 University of Tokyo, 2021-05-14 for Odyssey, 2019-07-01 for Oakbridge-CX). Check the system's
-current guide before a real run: queues change. `generic` is any Slurm (or PJM) cluster: no queue table, and the
-cores of a node only when given.
+current guide before a real run: queues change. `generic` is any Slurm (or PJM) cluster: no queue
+table, and the cores of a node only when given.
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..cluster import local_slurm
-from ..cluster.jobscript import (COMMANDS, MPI_PROGRAMS, OPENMP_PROGRAMS, ROOT, JobRequest, JobScriptError,
-                        check, is_mpi, seconds)
+from ..cluster.jobscript import (COMMANDS, MPI_PROGRAMS, OPENMP_PROGRAMS, ROOT, JobRequest,
+                                 JobScriptError, check, is_mpi, seconds)
 from ..cluster.systems import SYSTEMS
 
 COURSE = ROOT          # the course checkout: a job on the local Slurm changes to it
@@ -1175,8 +1175,8 @@ def answers() -> tuple:
 @contextmanager
 def without_answers():
     """While it lasts, every function of `answers()` raises instead of answering (however it is
-    reached: course.grading.exercise.references_blocked): the grader calls a learner's function inside
-    it."""
+    reached: course.grading.exercise.references_blocked): the grader calls a learner's function
+    inside it."""
     from .exercise import references_blocked
     with references_blocked(*answers()):
         yield

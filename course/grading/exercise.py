@@ -83,9 +83,9 @@ class ReferenceUsed(AssertionError):
 
 def _blocked_code(*args, **kwargs):
     # runs with the globals of the blocked function's module: builtins only
-    raise __import__("course.grading.exercise").grading.exercise.ReferenceUsed("your code called one of the course's own functions that this check "
-                        "compares with: it is not available while your answer is checked; write "
-                        "the computation yourself")
+    raise __import__("course.grading.exercise").grading.exercise.ReferenceUsed(
+        "your code called one of the course's own functions that this check compares with: it is "
+        "not available while your answer is checked; write the computation yourself")
 
 
 def _blocker(name: str):

@@ -11,14 +11,14 @@ each color so far is full or holds a neighbour of the unknown to be placed; at m
 can be full then (K full colors hold all n unknowns), and at most max_degree hold a neighbour.
 `multicolor_first_fit_reversed` is such a second coloring, different from the course's, and passes.
 
-The substitution is run in a child process (course.grading.exercise.run_isolated) with 1 to 4 threads on
-matrices colored by the course (expected values from the NumPy reference, SciPy's triangular
-solves), must give the same z bit for bit with every number of threads, and, at grading time, runs
-once under ThreadSanitizer + Archer and under the OMPT work count (course.grading.race_check): a sweep that
-ignores the colors, shares out the colors instead of the rows, or drops the barrier between two
-colors races; one with num_threads(1) runs serially; one with a `parallel for` per color and
-sweep is right and race-free, but opens 2 ncolor parallel regions per call where the task asks for
-one (the region count of the work check).
+The substitution is run in a child process (course.grading.exercise.run_isolated) with 1 to 4
+threads on matrices colored by the course (expected values from the NumPy reference, SciPy's
+triangular solves), must give the same z bit for bit with every number of threads, and, at grading
+time, runs once under ThreadSanitizer + Archer and under the OMPT work count
+(course.grading.race_check): a sweep that ignores the colors, shares out the colors instead of the
+rows, or drops the barrier between two colors races; one with num_threads(1) runs serially; one
+with a `parallel for` per color and sweep is right and race-free, but opens 2 ncolor parallel
+regions per call where the task asks for one (the region count of the work check).
 """
 
 from __future__ import annotations

@@ -32,11 +32,11 @@ values), a reset of a shared scalar done by every thread. A kernel made serial w
     assert not races, race_message(races, "ell_matvec.c")
     check_work_sharing("ell_matvec.c", "c", "ell_matvec", [n, d, item, amat, x, y])
 
-Arguments are given as to course.grading.exercise.run_isolated: Python ints become C ints, floats C doubles,
-NumPy arrays (integer -> int32, floating -> float64) pointers to copies of their data. Builds are
-cached by content hash. Needs clang, libomp (with Archer) and clang's TSan runtime, and gfortran
-for Fortran: Debian `apt-get install clang libomp-dev libclang-rt-14-dev gfortran`. Without them
-the functions raise RaceCheckUnavailable, which names what to install.
+Arguments are given as to course.grading.exercise.run_isolated: Python ints become C ints, floats C
+doubles, NumPy arrays (integer -> int32, floating -> float64) pointers to copies of their data.
+Builds are cached by content hash. Needs clang, libomp (with Archer) and clang's TSan runtime, and
+gfortran for Fortran: Debian `apt-get install clang libomp-dev libclang-rt-14-dev gfortran`.
+Without them the functions raise RaceCheckUnavailable, which names what to install.
 """
 
 from __future__ import annotations
