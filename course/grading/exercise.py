@@ -344,7 +344,7 @@ def _which_run(stderr, repeat: int) -> str:
     if repeat == 1 or not stderr:
         return ""
     text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
-    started = re.findall(r"^course\.exercise: run (\d+)$", text, re.M)
+    started = re.findall(r"^course\.grading\.exercise: run (\d+)$", text, re.M)
     return f" in run {started[-1]} of {repeat}" if started else ""
 
 
