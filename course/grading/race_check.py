@@ -225,7 +225,8 @@ def _tsan_env(t: Tools, threads: int) -> dict:
 # --- the driver program: reads the arguments, calls the kernel once -------------------------------
 
 _DRIVER = r"""
-/* Written by course/grading/race_check.py: read the kernel's arguments from argv[1], call it once. */
+/* Written by course/grading/race_check.py: read the kernel's arguments from argv[1], call it
+ * once. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
