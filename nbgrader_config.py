@@ -29,3 +29,6 @@ c.GenerateFeedback.preprocessors = [
 
 # a cell that runs longer than this is interrupted and loses its points (endless loops)
 c.Execute.timeout = CELL_TIMEOUT
+# a cell interrupted at its timeout inside compiled code answers late: go on with the next cell
+# (which waits for the kernel, and has its own timeout) rather than fail the whole submission
+c.Execute.raise_on_iopub_timeout = False

@@ -134,8 +134,8 @@ def test_the_copy_has_every_lecture_and_exercise(copy):
     assert not list(copy.rglob("__pycache__")) and not list(copy.rglob("*.egg-info"))
 
 
-def _validate_timeout(folder: Path) -> int:
-    """The cell timeout of nbgrader's Validate button for a JupyterLab started in `folder`: the
+def _validate_execute(folder: Path):
+    """nbgrader's Execute of the Validate button for a JupyterLab started in `folder`: the
     configuration loaded as its handler loads it (the server's folder first, then Jupyter's
     configuration folders)."""
     from jupyter_core.paths import jupyter_config_path
@@ -145,7 +145,7 @@ def _validate_timeout(folder: Path) -> int:
     app = NbGrader()
     app.config_file_paths.append([str(folder)] + jupyter_config_path())
     app.load_config_file()
-    return Execute(config=app.config).timeout
+    return Execute(config=app.config)
 
 
 @pytest.mark.parametrize("where", ["copy", "repository"])
@@ -155,7 +155,11 @@ def test_validate_uses_the_course_cell_timeout(copy, where, monkeypatch):
     repository (make lab runs JupyterLab in the top folder)."""
     folder = copy if where == "copy" else ROOT
     monkeypatch.chdir(folder)
-    assert _validate_timeout(folder) == CELL_TIMEOUT
+    execute = _validate_execute(folder)
+    assert execute.timeout == CELL_TIMEOUT
+    # nbgrader's default True fails the whole notebook when a cell interrupted at its timeout
+    # inside compiled code answers after 4 s; the course goes on with the next cell instead
+    assert execute.raise_on_iopub_timeout is False
 
 
 def test_the_toc_of_the_copy_finds_its_pages(copy):

@@ -42,7 +42,8 @@ LEARNER_NBGRADER_CONFIG = (
     '"""nbgrader\'s settings for a learner: Validate interrupts a cell after the course\'s cell\n'
     'timeout, as grading does (the instructors\' settings stay with them)."""\n'
     "c = get_config()  # noqa: F821  (provided by nbgrader)\n"
-    "c.Execute.timeout = {timeout}\n")
+    "c.Execute.timeout = {timeout}\n"
+    "c.Execute.raise_on_iopub_timeout = False   # an interrupted cell may answer late\n")
 LEARNER_README = ("> This is a learner copy of the course, made by `python -m course dist learner`:"
                   " the exercises'\n> solutions, their hidden tests and the test suite stay with "
                   "the instructors.\n\n")

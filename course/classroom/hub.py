@@ -379,7 +379,9 @@ def nbgrader_system_config(exchange: Path) -> str:
             f"c.Exchange.root = {str(exchange)!r}\n"
             f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
             f"# the course's cell timeout, for Validate and autograding alike\n"
-            f"c.Execute.timeout = {CELL_TIMEOUT}\n")
+            f"c.Execute.timeout = {CELL_TIMEOUT}\n"
+            "# an interrupted cell may answer late: go on, rather than fail the whole notebook\n"
+            "c.Execute.raise_on_iopub_timeout = False\n")
 
 
 def write_roles(layout: Layout) -> None:
