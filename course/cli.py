@@ -11,15 +11,17 @@ from pathlib import Path
 
 from .langs import LANGS
 
-FACES = ("xmin", "xmax", "ymin", "ymax", "zmin", "zmax")   # course.mesh.FACES (not imported: light)
+FACES = ("xmin", "xmax", "ymin", "ymax", "zmin", "zmax")   # course.fem.mesh.FACES (not imported)
 
 
 def _doctor(args) -> int:
     from . import toolchain
+    from .solvers import team
 
     if args.grading:
         return _doctor_grading(args)
-    info = toolchain.report()
+    # the Numba threads as the ICCG uses them: do they run at once, as one team?
+    info = {**toolchain.report(), "numba_threads": team.describe()}
     if args.json:
         print(json.dumps(info, indent=2))
     else:
@@ -69,16 +71,16 @@ def _build(args) -> int:
 
 
 def _solve(args) -> int:
-    from . import problems
+    from . import problems, resources
 
     if args.threads is not None:
         if args.threads < 1:
             raise ValueError(f"--threads must be positive, got {args.threads}")
-        problems.check_threads(args.threads, f"--threads {args.threads}")
+        resources.check_threads(args.threads, f"--threads {args.threads}")
         os.environ["OMP_NUM_THREADS"] = str(args.threads)   # read when the library loads
     elif os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
         threads = int(os.environ["OMP_NUM_THREADS"])
-        problems.check_threads(threads, f"OMP_NUM_THREADS={threads}")
+        resources.check_threads(threads, f"OMP_NUM_THREADS={threads}")
     if args.problem == "fem1d":
         if args.n < 1:
             raise ValueError(f"--n must be a positive number of elements, got {args.n}")
@@ -105,9 +107,8 @@ def _solve_fem3d(args, problems) -> dict:
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be a positive number of elements, "
                              f"got {getattr(args, name)}")
-    from . import iccg                          # 03_iccg: --precond ic0 --ordering --colors
-    if iccg.check_cli_options(args):
-        return iccg.solve_from_args(args)
+    if _iccg_requested(args):                   # 03_iccg: --precond ic0 --ordering --colors
+        return _solve_iccg(args, problems)
     if args.vtk is not None:
         check_output(args.vtk, "--vtk", _vtk_format)
     distributed = _distributed_args(args)
@@ -224,7 +225,7 @@ def check_output(path, option: str, check_format=None) -> None:
 
 
 def _vtk_format(path) -> None:
-    from .vtk import file_format
+    from .fem.vtk import file_format
 
     file_format(path)
 
@@ -241,7 +242,7 @@ def _plot_format(path) -> None:
 
 
 def _write_vtk(path, mesh, t) -> None:
-    from .vtk import write_vtk
+    from .fem.vtk import write_vtk
 
     try:
         write_vtk(path, mesh, {"temperature": t})
@@ -267,6 +268,40 @@ def mpi_rank() -> int:
 POISSON_DEFAULTS = {"nx": 32, "ny": 32, "nz": 32, "dx": 1.0, "dy": 1.0, "dz": 1.0, "tol": 1e-8}
 
 
+def _iccg_requested(args) -> bool:
+    """True for --precond ic0; ValueError for --ordering or --colors without it, or with
+    --parallel (the distributed solvers are diagonal-scaled)."""
+    ic0 = getattr(args, "precond", None) == "ic0"
+    given = [f"--{name}" for name in ("ordering", "colors") if getattr(args, name, None)
+             is not None]
+    if given and not ic0:
+        raise ValueError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} "
+                         f"--precond ic0")
+    if ic0 and getattr(args, "parallel", False):
+        raise ValueError("--precond ic0 is not for --parallel (the distributed CG is "
+                         "diagonal-scaled)")
+    return ic0
+
+
+def _solve_iccg(args, problems, values: dict | None = None) -> dict:
+    """`solve poisson|fem3d --precond ic0 ...`: values are solve poisson's sizes (or input)."""
+    common = {"ordering_name": args.ordering or "natural", "colors": args.colors,
+              "lang": args.lang, "threads": args.threads}
+    if args.problem == "poisson":
+        for name in ("version", "format"):
+            if getattr(args, name) is not None:
+                raise ValueError(f"--{name} is for the OpenMP ladder, not for --precond ic0")
+        return problems.poisson_iccg(**common, **values)
+    if args.manufactured or args.vtk is not None or any(
+            getattr(args, name) is not None for name in ("dx", "dy", "dz")):
+        raise ValueError("--precond ic0 solves the model problem on the unit cube: no "
+                         "--manufactured, --vtk, --dx/--dy/--dz")
+    options = {name: getattr(args, name) for name in ("qvol", "qflux", "fixed_face")
+               if getattr(args, name) is not None}
+    return problems.fem3d_iccg(args.nx, args.ny, args.nz, **common, tol=args.tol, cond=args.cond,
+                               **options)
+
+
 def _solve_poisson(args, problems) -> dict:
     given = [name for name in POISSON_DEFAULTS if getattr(args, name) is not None]
     if args.input is not None:
@@ -281,9 +316,8 @@ def _solve_poisson(args, problems) -> dict:
             if values[name] < 1:
                 raise ValueError(f"--{name} must be a positive number of cells, "
                                  f"got {values[name]}")
-    from . import iccg                          # 03_iccg: --precond ic0 --ordering --colors
-    if iccg.check_cli_options(args):
-        return iccg.solve_from_args(args, values)
+    if _iccg_requested(args):                   # 03_iccg: --precond ic0 --ordering --colors
+        return _solve_iccg(args, problems, values)
     distributed = _distributed_args(args)
     if distributed is None:
         return problems.poisson(version=args.version or "v3", fmt=args.format, lang=args.lang,
@@ -292,7 +326,7 @@ def _solve_poisson(args, problems) -> dict:
     if given:
         raise ValueError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for the "
                          f"OpenMP ladder, not for --parallel (which takes --cg)")
-    from . import fvm
+    from .fem import fvm
     from .parallel.poisson import poisson_parallel
 
     if "input_file" in values:
@@ -306,7 +340,7 @@ def _solve_poisson(args, problems) -> dict:
 def _partition(args) -> int:
     """Write the local data files PREFIX.0 .. PREFIX.P-1 of a partition (05_halo), once, for any
     language: the MPI programs read them with `local PREFIX` as line 7 of their input."""
-    from .mesh import box_mesh
+    from .fem.mesh import box_mesh
     from .parallel.local import all_local_data, local_path, write_local
     from .parallel.partition import make_partition, quality
 

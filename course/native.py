@@ -458,7 +458,7 @@ def fem3d_element(lang, xyz8, cond, q8):
     ke, fe = np.empty(64), np.empty(8)
     if load(lang).fem3d_element(_p(xyz8), cond, _p(q8), _p(ke), _p(fe)) != 0:
         raise ValueError("xyz8: the element is inverted or degenerate (det J <= 0 at a Gauss "
-                         "point); are its corners in the local order of course.element?")
+                         "point); are its corners in the local order of course.fem.element?")
     return ke.reshape(8, 8), fe
 
 

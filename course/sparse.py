@@ -84,9 +84,9 @@ def matvec(a: CRS, x: np.ndarray, lang: str = "numpy") -> np.ndarray:
 # lecture 04_openmp: ELL and SELL-C-sigma, and products y = D x + A_off x
 # ---------------------------------------------------------------------------------------------
 #
-# The Poisson matrix of course.fvm keeps its diagonal D as a vector of its own and stores only the
-# off-diagonal part in CRS, ELL or SELL; every product below therefore takes an optional diagonal
-# d and computes y = d * x + A x (d = 0 when not given, for a general matrix).
+# The Poisson matrix of course.fem.fvm keeps its diagonal D as a vector of its own and stores only
+# the off-diagonal part in CRS, ELL or SELL; every product below therefore takes an optional
+# diagonal d and computes y = d * x + A x (d = 0 when not given, for a general matrix).
 
 
 def _check_square_items(item, val, n: int, what: str) -> None:

@@ -140,7 +140,7 @@ def test_too_big_mesh_is_one_error_line():
 
 
 def test_cli_faces_are_the_mesh_faces():
-    from course import mesh
+    from course.fem import mesh
 
     assert cli.FACES == mesh.FACES
 

@@ -98,7 +98,7 @@ def test_halo_options_need_parallel():
 # --- python -m course partition: the local data files, once, for every language ----------------
 
 def test_partition_writes_files_that_read_back(tmp_path):
-    from course.mesh import box_mesh
+    from course.fem.mesh import box_mesh
     from course.parallel.local import local_data, read_local
     from course.parallel.partition import metis_partition, quality
 

@@ -16,7 +16,8 @@ import numba
 import pytest
 
 from conftest import COMMON_FIELDS, ROOT, assert_one_error, run_course, run_program, solve_json
-from course import cli, fvm, native, problems, solvers
+from course import cli, native, resources, solvers
+from course.fem import fvm
 from test_openmp_programs import parse_summary          # the summary solc and solf print
 
 pytestmark = pytest.mark.timeout(300)
@@ -42,7 +43,7 @@ def restore_threads(monkeypatch):
     """`--threads` in-process sets the threads of the libraries for the rest of the process, and
     OMP_NUM_THREADS in os.environ (for the libraries not loaded yet): both put back afterwards."""
     before = numba.get_num_threads()
-    defaults = {lang: problems.threads_for(lang) for lang in native.COMPILED_LANGS}
+    defaults = {lang: resources.threads_for(lang) for lang in native.COMPILED_LANGS}
     # setenv records the value before (or its absence), and its undo puts that back
     monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
     yield

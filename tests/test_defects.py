@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from conftest import ROOT, assert_one_error, env_with, run, run_course
-from course import bench, cli, native, problems, toolchain
+from course import bench, cli, native, problems, resources, toolchain
 
 # --- the CRS product's inner loop lies within one 64-byte fetch line, in both languages ----------
 
@@ -58,9 +58,23 @@ def test_crs_matvec_inner_loop_is_within_one_64_byte_line(lang):
 
 # --- exercises do not shadow the course's modules ------------------------------------------------
 
-COURSE_MODULES = {path.stem for path in (ROOT / "course").iterdir()
-                  if (path.suffix == ".py" or (path / "__init__.py").is_file())
-                  and not path.stem.startswith("_")} | {"course"}
+def lecture_imports() -> set[str]:
+    """The names the lecture notebooks bind by importing from course (modules and functions)."""
+    names = {"course"}
+    for path in (ROOT / "notebooks").glob("*.ipynb"):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            source = "".join(cell["source"])
+            lines = ["" if line.lstrip().startswith(("%", "!")) else line
+                     for line in source.splitlines()]
+            for node in ast.walk(ast.parse("\n".join(lines))):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course"):
+                    names |= {alias.asname or alias.name for alias in node.names}
+    return names
+
+
+COURSE_MODULES = lecture_imports()
 
 
 def assigned_names(source: str) -> set[str]:
@@ -84,7 +98,7 @@ def exercise_notebooks():
 
 
 def test_course_modules_are_known():
-    assert {"bench", "fvm", "native", "mesh", "course"} <= COURSE_MODULES
+    assert {"bench", "fvm", "native", "mesh", "assembly", "timing", "course"} <= COURSE_MODULES
     assert assigned_names("bench = fvm.poisson(8, 8, 8)\nfor mesh in []: pass") == {"bench", "mesh"}
 
 
@@ -102,8 +116,8 @@ def test_exercise_does_not_shadow_a_course_module(path):
 # --- the NUMA commands the lecture prints run as printed, from the repository root ---------------
 
 def printed_commands() -> list[list[str]]:
-    """The commands of bench.NUMA_COMMANDS, split as the shell would, comments left out."""
-    return [shlex.split(line) for line in bench.NUMA_COMMANDS.splitlines()
+    """The commands of bench.openmp.NUMA_COMMANDS, split as the shell would, comments left out."""
+    return [shlex.split(line) for line in bench.openmp.NUMA_COMMANDS.splitlines()
             if line.strip() and not line.lstrip().startswith("#")]
 
 
@@ -113,7 +127,7 @@ def test_numa_commands_name_files_that_exist():
              if "/" in word and "=" not in word]
     assert any(path.endswith("INPUT.DAT") for path in paths), paths
     missing = [path for path in paths if not (ROOT / path).exists()]
-    assert not missing, f"bench.NUMA_COMMANDS names files that are not there: {missing}"
+    assert not missing, f"bench.openmp.NUMA_COMMANDS names files that are not there: {missing}"
 
 
 def test_numa_program_command_runs_from_the_root():
@@ -139,9 +153,9 @@ def test_core_counts_follow_the_affinity_mask():
     """Under `taskset -c 0` (one CPU granted, more in the machine) the course counts one core:
     doctor, the default threads of the compiled kernels, the thread sweep, the topology."""
     code = ("import json, os; os.environ.pop('OMP_NUM_THREADS', None)\n"
-            "from course import bench, problems, toolchain\n"
-            "print(json.dumps([toolchain.usable_cores(), problems.threads_for('c'), "
-            "bench.topology()['cores'], bench._check_openmp_args([8], ['c'], None)[1]]))")
+            "from course import bench, resources, timing, toolchain\n"
+            "print(json.dumps([toolchain.usable_cores(), resources.threads_for('c'), "
+            "timing.topology()['cores'], bench.openmp._check_openmp_args([8], ['c'], None)[1]]))")
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     result = run([sys.executable, "-c", code], env=env, preexec_fn=first_cpu_only,
                  timeout=120)
@@ -185,11 +199,11 @@ def test_absurd_thread_sweep_is_refused():
 
 def test_thread_limit_follows_the_cores(monkeypatch):
     monkeypatch.setattr(toolchain, "usable_cores", lambda: 3)
-    assert problems.check_threads(48) == 48
+    assert resources.check_threads(48) == 48
     with pytest.raises(ValueError, match=r"--threads 49 is more than 16 per core.* 3 core\(s\)"):
-        problems.check_threads(49, "--threads 49")
+        resources.check_threads(49, "--threads 49")
     with pytest.raises(ValueError, match="threads 49"):
-        problems.set_threads("c", 49)                # the Python API refuses it too
+        resources.set_threads("c", 49)                # the Python API refuses it too
 
 
 # --- memory: estimated and refused before anything is allocated -----------------------------------
@@ -213,18 +227,18 @@ def fake_machine(tmp_path, available_kb, limit=None, usage=None, version=2):
 def test_memory_available_reads_meminfo_and_the_cgroup(tmp_path):
     gb = 10**9
     meminfo, cgroup = fake_machine(tmp_path / "a", 8 * 2**20)
-    assert problems.memory_available(meminfo, cgroup) == (8 * 2**30, f"MemAvailable in {meminfo}")
+    assert resources.memory_available(meminfo, cgroup) == (8 * 2**30, f"MemAvailable in {meminfo}")
     meminfo, cgroup = fake_machine(tmp_path / "b", 8 * 2**20, limit=4 * gb, usage=gb)
-    available, source = problems.memory_available(meminfo, cgroup)
+    available, source = resources.memory_available(meminfo, cgroup)
     assert available == 3 * gb and "cgroup limit 4.0 GB" in source
     meminfo, cgroup = fake_machine(tmp_path / "c", 8 * 2**20, limit=2 * gb, usage=0, version=1)
-    assert problems.memory_available(meminfo, cgroup)[0] == 2 * gb
+    assert resources.memory_available(meminfo, cgroup)[0] == 2 * gb
     meminfo, cgroup = fake_machine(tmp_path / "d", 8 * 2**20, limit="max", usage=gb)
-    assert problems.memory_available(meminfo, cgroup)[0] == 8 * 2**30      # no limit
+    assert resources.memory_available(meminfo, cgroup)[0] == 8 * 2**30      # no limit
     meminfo, cgroup = fake_machine(tmp_path / "e", 8 * 2**20, limit=2**63 - 4096, usage=gb,
                                    version=1)
-    assert problems.memory_available(meminfo, cgroup)[0] == 8 * 2**30      # v1: no limit
-    assert problems.memory_available(tmp_path / "none", tmp_path / "none") == (None, "unknown")
+    assert resources.memory_available(meminfo, cgroup)[0] == 8 * 2**30      # v1: no limit
+    assert resources.memory_available(tmp_path / "none", tmp_path / "none") == (None, "unknown")
 
 
 MEMORY_CASES = {
@@ -241,7 +255,7 @@ MEMORY_CASES = {
 def test_too_little_memory_is_one_line_before_allocating(case, monkeypatch, capsys):
     """With 0.5 GB available (a small cgroup) these need more: one line with the estimate against
     what is available, exit status 2, nothing allocated (the solve would take seconds)."""
-    monkeypatch.setattr(problems, "memory_available", lambda: (5 * 10**8, "a test's limit"))
+    monkeypatch.setattr(resources, "memory_available", lambda: (5 * 10**8, "a test's limit"))
     args, what = MEMORY_CASES[case]
     assert cli.main(args) == 2
     captured = capsys.readouterr()
@@ -254,7 +268,7 @@ def test_too_little_memory_is_one_line_before_allocating(case, monkeypatch, caps
 
 def test_fem3d_400_cubed_is_refused_where_it_does_not_fit():
     needed = problems.FEM3D_BYTES_PER_NODE * 401**3
-    available, _ = problems.memory_available()
+    available, _ = resources.memory_available()
     if available is None or available >= needed:
         pytest.skip(f"this machine has {available} bytes available, the estimate is {needed}")
     result = run_course("solve", "fem3d", "--nx", "400", "--ny", "400", "--nz", "400",

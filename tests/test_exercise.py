@@ -418,19 +418,20 @@ def test_references_are_blocked_however_they_are_reached_and_restored_after():
     """While a learner's answer runs, the course's reference raises by module attribute, by a
     name imported earlier, as a classmethod, and through exercise.reference; afterwards (also
     after an error inside) everything works again."""
-    from course import fem, sparse
+    from course import sparse
+    from course.fem import assembly
     from course.grading import exercise
-    from course.fem import fem1d_element
+    from course.fem.assembly import fem1d_element
 
-    ways = {"attribute": lambda: fem.fem1d_element(1.0, 1.0, 0.0),
+    ways = {"attribute": lambda: assembly.fem1d_element(1.0, 1.0, 0.0),
             "imported name": lambda: fem1d_element(1.0, 1.0, 0.0),
             "classmethod": lambda: sparse.ELL.from_crs(sparse.CRS(np.zeros(2, np.int32),
                                                                   np.zeros(0, np.int32),
                                                                   np.zeros(0)), 2),
-            "exercise.reference": lambda: exercise.reference(fem.fem1d_element)}
+            "exercise.reference": lambda: exercise.reference(assembly.fem1d_element)}
     kept = exercise.course_versions("01_fem1d", "element_matrix")["element_matrix"]
     with pytest.raises(RuntimeError):
-        with exercise.references_blocked(fem.fem1d_element, sparse.ELL.from_crs):
+        with exercise.references_blocked(assembly.fem1d_element, sparse.ELL.from_crs):
             for way, call in ways.items():
                 with pytest.raises(exercise.ReferenceUsed):
                     call()

@@ -9,7 +9,8 @@ import pytest
 import scipy.sparse.linalg
 
 from conftest import ALL_LANGS, assert_rel_close
-from course import fem, mesh, problems, solvers, sparse
+from course import problems, solvers, sparse
+from course.fem import assembly, mesh
 from course.langs import LANGS
 from course.sparse import CRS
 
@@ -25,8 +26,8 @@ ELEMENT_CASES = [(1.0, 1.0, 1.0), (0.01, 1.0, 1.0), (0.37, 2.5, -3.0), (2.0, 0.1
 @pytest.mark.parametrize("h, cond, qvol", ELEMENT_CASES)
 @pytest.mark.parametrize("lang", ALL_LANGS)
 def test_element_matches_reference(lang, h, cond, qvol):
-    ke, fe = fem.fem1d_element(h, cond, qvol, lang)
-    ke_ref, fe_ref = fem.fem1d_element(h, cond, qvol, "numpy")
+    ke, fe = assembly.fem1d_element(h, cond, qvol, lang)
+    ke_ref, fe_ref = assembly.fem1d_element(h, cond, qvol, "numpy")
     assert np.shape(ke) == (2, 2) and np.shape(fe) == (2,)
     assert_rel_close(ke, ke_ref, RTOL, "ke")
     if qvol == 0.0:
@@ -38,7 +39,7 @@ def test_element_matches_reference(lang, h, cond, qvol):
 @pytest.mark.parametrize("h, cond, qvol", ELEMENT_CASES)
 @pytest.mark.parametrize("lang", ALL_LANGS)
 def test_element_identities(lang, h, cond, qvol):
-    ke, fe = (np.asarray(v) for v in fem.fem1d_element(h, cond, qvol, lang))
+    ke, fe = (np.asarray(v) for v in assembly.fem1d_element(h, cond, qvol, lang))
     k = cond / h
     assert np.array_equal(ke, ke.T), "ke must be symmetric"
     assert np.allclose(ke.sum(axis=1), 0.0, atol=1e-14 * k), "rows of ke must sum to 0"
@@ -53,8 +54,8 @@ def test_element_identities(lang, h, cond, qvol):
 @pytest.mark.parametrize("n_node", [2, 3, 4, 11, 1000])
 @pytest.mark.parametrize("lang", ALL_LANGS)
 def test_pattern_matches_reference(lang, n_node):
-    row_ptr, col_idx = fem.fem1d_pattern(n_node, lang)
-    ref_ptr, ref_idx = fem.fem1d_pattern(n_node, "numpy")
+    row_ptr, col_idx = assembly.fem1d_pattern(n_node, lang)
+    ref_ptr, ref_idx = assembly.fem1d_pattern(n_node, "numpy")
     assert row_ptr.dtype == np.int32 and col_idx.dtype == np.int32
     np.testing.assert_array_equal(row_ptr, ref_ptr)
     np.testing.assert_array_equal(col_idx, ref_idx)
@@ -63,7 +64,7 @@ def test_pattern_matches_reference(lang, n_node):
 @pytest.mark.parametrize("n_node", [2, 3, 7])
 def test_pattern_reference_is_tridiagonal(n_node):
     """The numpy reference against the tridiagonal pattern written out by hand."""
-    row_ptr, col_idx = fem.fem1d_pattern(n_node, "numpy")
+    row_ptr, col_idx = assembly.fem1d_pattern(n_node, "numpy")
     expected_cols = [[j for j in (i - 1, i, i + 1) if 0 <= j < n_node] for i in range(n_node)]
     assert row_ptr[0] == 0 and row_ptr[-1] == 3 * n_node - 2 == len(col_idx)
     for i, cols in enumerate(expected_cols):
@@ -99,8 +100,8 @@ def a_mesh(request, nonuniform_mesh):
 
 @pytest.mark.parametrize("lang", ALL_LANGS)
 def test_assemble_matches_reference(lang, a_mesh):
-    a, rhs = fem.fem1d_assemble(a_mesh, 1.7, -0.6, lang)
-    ref, ref_rhs = fem.fem1d_assemble(a_mesh, 1.7, -0.6, "numpy")
+    a, rhs = assembly.fem1d_assemble(a_mesh, 1.7, -0.6, lang)
+    ref, ref_rhs = assembly.fem1d_assemble(a_mesh, 1.7, -0.6, "numpy")
     assert isinstance(a, CRS)
     np.testing.assert_array_equal(a.row_ptr, ref.row_ptr)
     np.testing.assert_array_equal(a.col_idx, ref.col_idx)
@@ -111,7 +112,7 @@ def test_assemble_matches_reference(lang, a_mesh):
 @pytest.mark.parametrize("lang", ALL_LANGS)
 def test_assemble_equals_dense_assembly(lang, a_mesh):
     cond, qvol = 2.3, 0.8
-    a, rhs = fem.fem1d_assemble(a_mesh, cond, qvol, lang)
+    a, rhs = assembly.fem1d_assemble(a_mesh, cond, qvol, lang)
     k, f = dense_assembly(a_mesh, cond, qvol)
     assert a.n == len(a_mesh) and a.nnz == 3 * len(a_mesh) - 2
     assert_rel_close(a.to_dense(), k, RTOL, "matrix")
@@ -125,7 +126,7 @@ def test_assemble_equals_dense_assembly(lang, a_mesh):
 @pytest.mark.parametrize("lang", ALL_LANGS)
 def test_assemble_does_not_touch_its_input(lang, nonuniform_mesh):
     x = nonuniform_mesh.copy()
-    fem.fem1d_assemble(x, 1.0, 1.0, lang)
+    assembly.fem1d_assemble(x, 1.0, 1.0, lang)
     np.testing.assert_array_equal(x, nonuniform_mesh)
 
 
@@ -134,11 +135,11 @@ def test_assemble_does_not_touch_its_input(lang, nonuniform_mesh):
 @pytest.mark.parametrize("qflux", [0.0, 0.75])
 @pytest.mark.parametrize("lang", ALL_LANGS)
 def test_boundary_matches_reference(lang, qflux, nonuniform_mesh):
-    a, rhs = fem.fem1d_assemble(nonuniform_mesh, 1.3, 0.9, "numpy")
+    a, rhs = assembly.fem1d_assemble(nonuniform_mesh, 1.3, 0.9, "numpy")
     ref_val, ref_rhs = a.val.copy(), rhs.copy()
     ref = CRS(a.row_ptr, a.col_idx, ref_val)
-    fem.fem1d_boundary(ref, ref_rhs, qflux, "numpy")
-    fem.fem1d_boundary(a, rhs, qflux, lang)
+    assembly.fem1d_boundary(ref, ref_rhs, qflux, "numpy")
+    assembly.fem1d_boundary(a, rhs, qflux, lang)
     assert_rel_close(a.val, ref.val, RTOL, "val")
     assert_rel_close(rhs, ref_rhs, RTOL, "rhs")
 
@@ -146,9 +147,9 @@ def test_boundary_matches_reference(lang, qflux, nonuniform_mesh):
 @pytest.mark.parametrize("lang", ALL_LANGS)
 def test_boundary_effect(lang, nonuniform_mesh):
     """Row and column 0 become the identity's, rhs[0] = 0, the flux lands on the last node only."""
-    a, rhs = fem.fem1d_assemble(nonuniform_mesh, 1.3, 0.9, lang)
+    a, rhs = assembly.fem1d_assemble(nonuniform_mesh, 1.3, 0.9, lang)
     before, rhs_before = a.to_dense(), rhs.copy()
-    fem.fem1d_boundary(a, rhs, 0.75, lang)
+    assembly.fem1d_boundary(a, rhs, 0.75, lang)
     after = a.to_dense()
     expected = before.copy()
     expected[0, :] = 0.0
@@ -190,8 +191,8 @@ def test_matvec_unit_vectors_give_columns(lang, random_crs):
 # --- CG --------------------------------------------------------------------------------------------
 
 def assembled_system(x, cond=1.7, qvol=0.9, qflux=0.4):
-    a, rhs = fem.fem1d_assemble(x, cond, qvol, "numpy")
-    fem.fem1d_boundary(a, rhs, qflux, "numpy")
+    a, rhs = assembly.fem1d_assemble(x, cond, qvol, "numpy")
+    assembly.fem1d_boundary(a, rhs, qflux, "numpy")
     return a, rhs
 
 
@@ -242,7 +243,7 @@ def test_nodal_exactness(lang, n, case):
     assert out["converged"] and out["unknowns"] == n + 1 and out["nnz"] == 3 * n + 1
     assert out["error_max"] < 1e-10
     # check error_max independently of problems.fem1d
-    exact = fem.fem1d_exact(out["x"], out["length"], out["cond"], out["qvol"], out["qflux"])
+    exact = assembly.fem1d_exact(out["x"], out["length"], out["cond"], out["qvol"], out["qflux"])
     assert np.max(np.abs(out["T"] - exact)) < 1e-10
     assert out["T"][0] == 0.0
 
@@ -250,7 +251,7 @@ def test_nodal_exactness(lang, n, case):
 def test_exact_solution_satisfies_the_problem():
     """The exact solution used everywhere solves -(cond T')' = qvol, T(0)=0, cond T'(L)=qflux."""
     length, cond, qvol, qflux = 2.0, 3.0, 1.5, 0.7
-    t = lambda x: fem.fem1d_exact(x, length, cond, qvol, qflux)      # noqa: E731
+    t = lambda x: assembly.fem1d_exact(x, length, cond, qvol, qflux)      # noqa: E731
     d = 1e-4
     x = np.array([0.3, 1.1, 1.9])
     second = (t(x + d) - 2 * t(x) + t(x - d)) / d**2

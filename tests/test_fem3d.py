@@ -12,7 +12,8 @@ import scipy.sparse
 import scipy.sparse.linalg
 
 from conftest import ALL_LANGS, COMPILED_LANGS, assert_refused, assert_rel_close
-from course import element, fem, mesh, native, problems, solvers, vtk
+from course import native, problems, solvers
+from course.fem import assembly, element, mesh, vtk
 from course.langs import LANGS
 from course.sparse import CRS
 
@@ -255,7 +256,7 @@ def scipy_pattern(m):
 
 @pytest.mark.parametrize("lang", ALL_LANGS)
 def test_pattern(lang, a_mesh):
-    row_ptr, col_idx = fem.fem3d_pattern(a_mesh, lang)
+    row_ptr, col_idx = assembly.fem3d_pattern(a_mesh, lang)
     assert row_ptr.dtype == np.int32 and col_idx.dtype == np.int32
     nx, ny, nz = a_mesh.nx, a_mesh.ny, a_mesh.nz
     nnz = (3 * (nx + 1) - 2) * (3 * (ny + 1) - 2) * (3 * (nz + 1) - 2)
@@ -263,14 +264,14 @@ def test_pattern(lang, a_mesh):
     ref = scipy_pattern(a_mesh)
     np.testing.assert_array_equal(row_ptr, ref.indptr)
     np.testing.assert_array_equal(col_idx, ref.indices)
-    ref_ptr, ref_idx = fem.fem3d_pattern(a_mesh, "numpy")
+    ref_ptr, ref_idx = assembly.fem3d_pattern(a_mesh, "numpy")
     np.testing.assert_array_equal(row_ptr, ref_ptr)
     np.testing.assert_array_equal(col_idx, ref_idx)
 
 
 def test_pattern_interior_row_has_27_entries():
     m = mesh.box_mesh(4, 4, 4)
-    row_ptr, col_idx = fem.fem3d_pattern(m, "numpy")
+    row_ptr, col_idx = assembly.fem3d_pattern(m, "numpy")
     counts = np.diff(row_ptr)
     assert counts[m.node(2, 2, 2)] == 27 and counts[m.node(0, 0, 0)] == 8
     assert counts[m.node(0, 2, 2)] == 18 and counts[m.node(0, 0, 2)] == 12
@@ -306,9 +307,9 @@ def scipy_assembly(m, cond, q):
 @pytest.mark.parametrize("lang", ALL_LANGS)
 def test_assemble(lang, a_mesh):
     cond, q = 1.7, nodal_source(a_mesh)
-    a, rhs = fem.fem3d_assemble(a_mesh, cond, q, lang)
+    a, rhs = assembly.fem3d_assemble(a_mesh, cond, q, lang)
     assert isinstance(a, CRS) and a.n == a_mesh.n_node
-    ref, ref_rhs = fem.fem3d_assemble(a_mesh, cond, q, "numpy")
+    ref, ref_rhs = assembly.fem3d_assemble(a_mesh, cond, q, "numpy")
     np.testing.assert_array_equal(a.row_ptr, ref.row_ptr)
     np.testing.assert_array_equal(a.col_idx, ref.col_idx)
     assert_rel_close(a.val, ref.val, RTOL, "val vs numpy")
@@ -326,7 +327,7 @@ def test_assemble(lang, a_mesh):
 
 @pytest.mark.parametrize("lang", ALL_LANGS)
 def test_assemble_constant_source_total(lang, a_mesh):
-    a, rhs = fem.fem3d_assemble(a_mesh, 1.0, 2.5, lang)
+    a, rhs = assembly.fem3d_assemble(a_mesh, 1.0, 2.5, lang)
     assert rhs.sum() == pytest.approx(2.5 * np.prod(a_mesh.lengths), rel=1e-12)
     np.testing.assert_array_equal(rhs > 0, np.ones(a_mesh.n_node, bool))
 
@@ -335,21 +336,22 @@ def test_numpy_assembly_chunks_agree():
     """The chunked vectorised reference gives the same matrix whatever the chunk size."""
     m = mesh.box_mesh(5, 4, 3, 0.2, 0.3, 0.1)
     q = nodal_source(m)
-    row_ptr, col_idx = fem.fem3d_pattern(m)
-    whole = fem.fem3d_assemble_numpy(m.elements, m.xyz, 1.3, q, row_ptr, col_idx, chunk=10**6)
+    row_ptr, col_idx = assembly.fem3d_pattern(m)
+    whole = assembly.fem3d_assemble_numpy(m.elements, m.xyz, 1.3, q, row_ptr, col_idx, chunk=10**6)
     for chunk in (1, 7, 16):
-        part = fem.fem3d_assemble_numpy(m.elements, m.xyz, 1.3, q, row_ptr, col_idx, chunk=chunk)
+        part = assembly.fem3d_assemble_numpy(m.elements, m.xyz, 1.3, q, row_ptr, col_idx,
+                                             chunk=chunk)
         assert_rel_close(part[0], whole[0], 1e-13, f"val, chunk {chunk}")
         assert_rel_close(part[1], whole[1], 1e-13, f"rhs, chunk {chunk}")
 
 
 def test_crs_positions():
     m = mesh.box_mesh(2, 2, 2)
-    row_ptr, col_idx = fem.fem3d_pattern(m)
+    row_ptr, col_idx = assembly.fem3d_pattern(m)
     rows = np.repeat(np.arange(m.n_node), np.diff(row_ptr))
     k = np.array([0, 5, 100, len(col_idx) - 1])
-    np.testing.assert_array_equal(fem.crs_positions(row_ptr, col_idx, rows[k], col_idx[k]), k)
-    far = fem.crs_positions(row_ptr, col_idx, np.array([0, 26]), np.array([26, 0]))
+    np.testing.assert_array_equal(assembly.crs_positions(row_ptr, col_idx, rows[k], col_idx[k]), k)
+    far = assembly.crs_positions(row_ptr, col_idx, np.array([0, 26]), np.array([26, 0]))
     np.testing.assert_array_equal(far, [-1, -1])             # opposite corners: no entry
 
 
@@ -360,9 +362,9 @@ def test_crs_positions():
 def test_face_flux(lang, face, a_mesh):
     qflux = -0.8
     rhs = np.full(a_mesh.n_node, 0.25)
-    fem.fem3d_face_flux(a_mesh, face, qflux, rhs, lang)
+    assembly.fem3d_face_flux(a_mesh, face, qflux, rhs, lang)
     ref = np.full(a_mesh.n_node, 0.25)
-    fem.fem3d_face_flux(a_mesh, face, qflux, ref, "numpy")
+    assembly.fem3d_face_flux(a_mesh, face, qflux, ref, "numpy")
     assert_rel_close(rhs, ref, RTOL, "rhs vs numpy")
     # closed form: each quad gives a quarter of qflux * its area to each of its corners
     expected = np.full(a_mesh.n_node, 0.25)
@@ -380,7 +382,7 @@ def test_face_flux(lang, face, a_mesh):
 # --- Dirichlet conditions --------------------------------------------------------------------------
 
 def dirichlet_case(m):
-    a, rhs = fem.fem3d_assemble(m, 1.3, nodal_source(m), "numpy")
+    a, rhs = assembly.fem3d_assemble(m, 1.3, nodal_source(m), "numpy")
     fixed = np.zeros(m.n_node, bool)
     fixed[m.face_nodes("zmin")] = True
     fixed[m.face_nodes("xmax")] = True
@@ -394,8 +396,8 @@ def test_dirichlet(lang, a_mesh):
     before, rhs_before = a.to_dense(), rhs.copy()
     ref = CRS(a.row_ptr, a.col_idx, a.val.copy())
     ref_rhs = rhs.copy()
-    fem.dirichlet(ref, ref_rhs, fixed, g, "numpy")
-    fem.dirichlet(a, rhs, fixed.astype(np.int32) if lang == "c" else fixed, g, lang)
+    assembly.dirichlet(ref, ref_rhs, fixed, g, "numpy")
+    assembly.dirichlet(a, rhs, fixed.astype(np.int32) if lang == "c" else fixed, g, lang)
     assert_rel_close(a.val, ref.val, RTOL, "val vs numpy")
     assert_rel_close(rhs, ref_rhs, RTOL, "rhs vs numpy")
     # against the dense elimination written out
@@ -419,11 +421,11 @@ def test_dirichlet_refuses_bad_masks(lang):
     m = mesh.box_mesh(2, 2, 2)
     a, rhs, fixed, g = dirichlet_case(m)
     with pytest.raises(ValueError, match="fixed_mask"):
-        fem.dirichlet(a, rhs, fixed[:-1], g, lang)
+        assembly.dirichlet(a, rhs, fixed[:-1], g, lang)
     with pytest.raises(ValueError, match="fixed_mask"):
-        fem.dirichlet(a, rhs, np.where(fixed, 2, 0), g, lang)
+        assembly.dirichlet(a, rhs, np.where(fixed, 2, 0), g, lang)
     with pytest.raises(ValueError, match="g"):
-        fem.dirichlet(a, rhs, fixed, g[:-1].copy(), lang)
+        assembly.dirichlet(a, rhs, fixed, g[:-1].copy(), lang)
 
 
 # --- the whole solve -------------------------------------------------------------------------------
@@ -432,12 +434,12 @@ def general_system(lang):
     """Non-uniform element sizes, a varying source, a flux through one face and non-zero
     prescribed values on two others: a system whose CG needs many iterations."""
     m = mesh.box_mesh(5, 4, 6, 0.2, 0.3, 0.1)
-    a, rhs = fem.fem3d_assemble(m, 2.3, nodal_source(m), lang)
-    fem.fem3d_face_flux(m, "ymax", 0.9, rhs, lang)
+    a, rhs = assembly.fem3d_assemble(m, 2.3, nodal_source(m), lang)
+    assembly.fem3d_face_flux(m, "ymax", 0.9, rhs, lang)
     fixed = np.zeros(m.n_node, bool)
     fixed[m.face_nodes("xmin")] = True
     fixed[m.face_nodes("zmax")] = True
-    fem.dirichlet(a, rhs, fixed, np.sin(m.xyz[:, 1] * 3), lang)
+    assembly.dirichlet(a, rhs, fixed, np.sin(m.xyz[:, 1] * 3), lang)
     return m, a, rhs
 
 
@@ -480,7 +482,7 @@ def test_model_problem_nodally_exact(lang, case):
     out = problems.fem3d(6, 5, 7, lang, tol=1e-12, warm_up=False, keep_solution=True, **case)
     assert out["converged"] and out["unknowns"] == 7 * 6 * 8
     assert out["nnz"] == 19 * 16 * 22
-    exact, _ = fem.fem3d_model_exact(out["mesh"], out["fixed_face"], out["cond"], out["qvol"],
+    exact, _ = assembly.fem3d_model_exact(out["mesh"], out["fixed_face"], out["cond"], out["qvol"],
                                      out["qflux"])
     t_exact = exact(out["mesh"].xyz)
     scale = np.abs(t_exact).max()
@@ -493,7 +495,7 @@ def test_model_exact_solves_the_problem():
     """-cond T'' = qvol, T = 0 on the fixed face, cond dT/dn = qflux into the body opposite."""
     m = mesh.box_mesh(2, 3, 4, 0.5, 0.25, 0.75)              # thickness in y: 0.75
     cond, qvol, qflux = 2.0, 1.5, 0.7
-    t, grad = fem.fem3d_model_exact(m, "ymin", cond, qvol, qflux)
+    t, grad = assembly.fem3d_model_exact(m, "ymin", cond, qvol, qflux)
     p = np.array([[0.3, 0.2, 1.1], [0.9, 0.6, 0.1]])
     d = 1e-4
     e = np.array([0.0, d, 0.0])
@@ -516,15 +518,15 @@ def test_model_problem_reported_errors():
     # 2-point Gauss rule (exact to degree 3, not 4) makes of it h^2 / sqrt(144)
     h = 1 / 8
     assert out["error_l2"] == pytest.approx(h**2 / 12, rel=1e-9)
-    exact, grad = fem.fem3d_model_exact(mesh.box_mesh(8, 8, 8))
+    exact, grad = assembly.fem3d_model_exact(mesh.box_mesh(8, 8, 8))
     out = problems.fem3d(8, 8, 8, "numpy", tol=1e-12, warm_up=False, keep_solution=True)
-    l2, h1 = fem.fem3d_errors(out["mesh"], out["T"], exact, grad, n_gauss=3)
+    l2, h1 = assembly.fem3d_errors(out["mesh"], out["T"], exact, grad, n_gauss=3)
     assert l2 == pytest.approx(h**2 / np.sqrt(120), rel=1e-9)
     assert h1 == pytest.approx(h / np.sqrt(12), rel=1e-9)
 
 
 def test_manufactured_solution():
-    t, grad, q = fem.manufactured(cond=2.0)
+    t, grad, q = assembly.manufactured(cond=2.0)
     p = np.array([[0.2, 0.3, 0.7], [0.5, 0.5, 0.5]])
     assert t(p)[1] == pytest.approx(1.0)
     d = 1e-4
@@ -550,13 +552,13 @@ def test_errors_of_the_interpolant():
         x, y, z = p[..., 0], p[..., 1], p[..., 2]
         return np.stack([y + y * z, x + x * z, -2 + x * y], axis=-1)
 
-    l2, h1 = fem.fem3d_errors(m, bilinear(m.xyz), bilinear, bilinear_grad)
+    l2, h1 = assembly.fem3d_errors(m, bilinear(m.xyz), bilinear, bilinear_grad)
     assert l2 < 1e-14 and h1 < 1e-13
     square, square_grad = (lambda p: p[..., 0] ** 2), (lambda p: np.stack(
         [2 * p[..., 0], 0 * p[..., 0], 0 * p[..., 0]], axis=-1))
     h, vol = 0.25, 1.0 * 1.5 * 1.0
     for n_gauss in (3, 4):          # exact for these polynomial degrees
-        l2, h1 = fem.fem3d_errors(m, square(m.xyz), square, square_grad, n_gauss=n_gauss)
+        l2, h1 = assembly.fem3d_errors(m, square(m.xyz), square, square_grad, n_gauss=n_gauss)
         assert l2 == pytest.approx(h**2 * np.sqrt(vol / 30), rel=1e-12)
         assert h1 == pytest.approx(h * np.sqrt(vol / 3), rel=1e-12)
 
@@ -667,21 +669,21 @@ def test_vtk_refuses_bad_fields(tmp_path):
 def test_public_api_refuses_bad_arguments(lang):
     m = mesh.box_mesh(2, 2, 2)
     with pytest.raises(ValueError, match="cond"):
-        fem.fem3d_assemble(m, 0.0, 1.0, lang)
+        assembly.fem3d_assemble(m, 0.0, 1.0, lang)
     with pytest.raises(ValueError, match="q_node"):
-        fem.fem3d_assemble(m, 1.0, np.ones(m.n_node - 1), lang)
+        assembly.fem3d_assemble(m, 1.0, np.ones(m.n_node - 1), lang)
     with pytest.raises(TypeError, match="q_node"):
-        fem.fem3d_assemble(m, 1.0, np.ones(m.n_node, np.float32), lang)
+        assembly.fem3d_assemble(m, 1.0, np.ones(m.n_node, np.float32), lang)
     with pytest.raises(ValueError, match="q_node"):
-        fem.fem3d_assemble(m, 1.0, float("nan"), lang)
+        assembly.fem3d_assemble(m, 1.0, float("nan"), lang)
     with pytest.raises(TypeError, match="mesh"):
-        fem.fem3d_assemble((2, 2, 2), 1.0, 1.0, lang)
+        assembly.fem3d_assemble((2, 2, 2), 1.0, 1.0, lang)
     with pytest.raises(ValueError, match="face"):
-        fem.fem3d_face_flux(m, "top", 1.0, np.zeros(m.n_node), lang)
+        assembly.fem3d_face_flux(m, "top", 1.0, np.zeros(m.n_node), lang)
     with pytest.raises(ValueError, match="rhs"):
-        fem.fem3d_face_flux(m, "xmin", 1.0, np.zeros(3), lang)
+        assembly.fem3d_face_flux(m, "xmin", 1.0, np.zeros(3), lang)
     with pytest.raises(ValueError, match="qflux"):
-        fem.fem3d_face_flux(m, "xmin", float("inf"), np.zeros(m.n_node), lang)
+        assembly.fem3d_face_flux(m, "xmin", float("inf"), np.zeros(m.n_node), lang)
     with pytest.raises(ValueError):
         element.hex8_element(np.zeros((8, 2)), 1.0, np.ones(8), lang)
 
@@ -689,8 +691,9 @@ def test_public_api_refuses_bad_arguments(lang):
 @pytest.mark.parametrize("lang", ["cobol", "C", ""])
 def test_public_api_refuses_unknown_langs(lang):
     m = mesh.box_mesh(2, 2, 2)
-    for call in (lambda: fem.fem3d_pattern(m, lang), lambda: fem.fem3d_assemble(m, 1.0, 1.0, lang),
-                 lambda: fem.fem3d_face_flux(m, "xmin", 1.0, np.zeros(m.n_node), lang),
+    for call in (lambda: assembly.fem3d_pattern(m, lang),
+                 lambda: assembly.fem3d_assemble(m, 1.0, 1.0, lang),
+                 lambda: assembly.fem3d_face_flux(m, "xmin", 1.0, np.zeros(m.n_node), lang),
                  lambda: element.hex8_element(box_element(), 1.0, np.ones(8), lang)):
         with pytest.raises(ValueError, match="lang"):
             call()
@@ -703,7 +706,7 @@ def test_public_api_refuses_unknown_langs(lang):
 M = mesh.box_mesh(3, 2, 2, 0.5, 0.5, 0.25)
 XYZ, EL = np.ascontiguousarray(M.xyz), np.ascontiguousarray(M.elements)
 NN = M.n_node
-RP, CI = fem.fem3d_pattern(M, "numpy")
+RP, CI = assembly.fem3d_pattern(M, "numpy")
 Q = np.ones(NN)
 X8, Q8 = np.ascontiguousarray(XYZ[EL[0]]), np.ones(8)
 FACES = np.ascontiguousarray(M.face_quads("xmax"))

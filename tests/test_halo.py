@@ -10,12 +10,11 @@ import numpy as np
 import pytest
 
 from conftest import PYTHON, ROOT, lang_params, run
-from course import fem
-from course.mesh import box_mesh
+from course.fem import assembly
+from course.fem.mesh import box_mesh
 from course.parallel import partition as part
 from course.parallel.fem3d import assemble_local, internal_rows, model_system
-from course.parallel.local import (all_local_data, local_data, local_path, read_local,
-                                   write_local)
+from course.parallel.local import all_local_data, local_data, local_path, read_local, write_local
 
 MPI_TIMEOUT = 180
 
@@ -102,7 +101,7 @@ def test_metis_is_balanced_deterministic_and_cuts_little():
 
 def test_node_graph_is_the_pattern_without_diagonal():
     xadj, adjncy = part.node_graph(MESH)
-    row_ptr, _ = fem.fem3d_pattern_numpy(MESH)
+    row_ptr, _ = assembly.fem3d_pattern_numpy(MESH)
     assert np.array_equal(np.diff(xadj), np.diff(row_ptr) - 1)
     rows = np.repeat(np.arange(MESH.n_node), np.diff(xadj))
     assert not np.any(rows == adjncy)
@@ -251,7 +250,7 @@ def test_read_local_missing_file(tmp_path):
 @pytest.mark.parametrize("lang", lang_params(("numpy", "numba", "c", "fortran")))
 def test_parallel_assembly_gives_the_serial_rows(partitioned, lang):
     owner, locals_ = partitioned
-    a, rhs = fem.fem3d_assemble(MESH, 1.5, 2.0, lang)
+    a, rhs = assembly.fem3d_assemble(MESH, 1.5, 2.0, lang)
     serial = a.to_scipy()
     for loc in locals_:
         b, local_rhs = assemble_local(MESH, loc, 1.5, 2.0, lang)
@@ -278,11 +277,11 @@ def scipy_rows(rows, loc, n_node):
 def test_model_system_matches_the_serial_boundary_conditions(partitioned):
     owner, locals_ = partitioned
     model = dict(cond=1.0, qvol=1.0, qflux=0.5, fixed_face="ymax")
-    a, rhs = fem.fem3d_assemble(MESH, 1.0, 1.0, "numpy")
-    fem.fem3d_face_flux(MESH, "ymin", 0.5, rhs, "numpy")
+    a, rhs = assembly.fem3d_assemble(MESH, 1.0, 1.0, "numpy")
+    assembly.fem3d_face_flux(MESH, "ymin", 0.5, rhs, "numpy")
     mask = np.zeros(MESH.n_node, dtype=bool)
     mask[MESH.face_nodes("ymax")] = True
-    fem.dirichlet(a, rhs, mask, 0.0, "numpy")
+    assembly.dirichlet(a, rhs, mask, 0.0, "numpy")
     serial = a.to_scipy()
     for loc in locals_:
         rows, b, _ = model_system(MESH, loc, lang="numpy", **model)

@@ -24,7 +24,7 @@ import pytest
 
 from conftest import limit_memory, run_course, run_program
 from course import native
-from course.mesh import BoxMesh, box_mesh
+from course.fem.mesh import BoxMesh, box_mesh
 from course.parallel.local import LocalData, all_local_data, local_path, read_local, write_local
 from course.parallel.partition import block_partition, metis_partition, quality
 from test_fem3d_programs import parse_summary, read_vtk

@@ -23,7 +23,7 @@ import pytest
 
 from conftest import env_with, limit_memory, run, run_program
 from course import native
-from course.mesh import box_mesh
+from course.fem.mesh import box_mesh
 from course.parallel.local import all_local_data
 from course.parallel.partition import block_partition, quality
 from test_fem3d_programs import input_text, parse_summary, read_vtk   # fem3d's file and summary

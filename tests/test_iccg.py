@@ -13,7 +13,9 @@ import scipy.sparse
 import scipy.sparse.csgraph
 
 from conftest import COMMON_FIELDS, run_course, solve_json
-from course import fvm, native, ordering
+from course import native
+from course.fem import fvm
+from course.solvers import ordering
 from course.solvers import iccg as ic
 from course.sparse import CRS
 
@@ -191,7 +193,7 @@ def test_ic0_breakdown_is_an_exception(lang):
 
 @pytest.mark.parametrize("name, k", [("natural", None), ("rcm", None), ("mc", 3), ("cm-rcm", 4)])
 def test_substitution_all_languages_and_threads(name, k):
-    from course import problems
+    from course import resources
     a = fem_like_matrix(6, 5, 4)
     o = ordering.order(a, name, k)
     f = ic.ic0(ic.split(ordering.permute(a, o.perm)))
@@ -200,9 +202,9 @@ def test_substitution_all_languages_and_threads(name, k):
     for lang in ("numba", "c", "fortran"):
         outs = []
         for t in (1, 2):
-            problems.set_threads(lang, t)
+            resources.set_threads(lang, t)
             outs.append(ic.ic0_apply(f, r, o.color_ptr, lang))
-        problems.set_threads(lang, problems.default_threads(lang))
+        resources.set_threads(lang, resources.default_threads(lang))
         np.testing.assert_allclose(outs[0], ref, rtol=1e-12, err_msg=lang)
         np.testing.assert_array_equal(outs[0], outs[1], err_msg=lang)   # bitwise
 
@@ -220,16 +222,16 @@ def iterations(a, b, name, k, lang="c"):
 
 @pytest.mark.parametrize("name, k", [("natural", None), ("rcm", None), ("mc", 3), ("cm-rcm", 4)])
 def test_iccg_iterations_same_in_every_language_and_thread_count(poisson16, name, k):
-    from course import problems
+    from course import resources
     a, b = poisson16
     counts = {}
     for lang in ("numpy", "numba", "c", "fortran"):
         for t in (1, 2) if lang != "numpy" else (1,):
             if lang != "numpy":
-                problems.set_threads(lang, t)
+                resources.set_threads(lang, t)
             counts[lang, t] = iterations(a, b, name, k, lang)
         if lang != "numpy":
-            problems.set_threads(lang, problems.default_threads(lang))
+            resources.set_threads(lang, resources.default_threads(lang))
     assert len(set(counts.values())) == 1, counts
 
 
@@ -302,7 +304,8 @@ def test_bench_iccg_smoke(tmp_path):
     """`bench iccg` end to end on a tiny mesh: every ordering x language x thread count, the same
     iterations in every language (each the same loop), synchronisations 2 colors + 6 (Numba 4),
     Numba against C, the bandwidth entries and the plot (a smoke test: no timing is asserted)."""
-    from course import iccg
+    from course.bench import iccg
+
     json_path, plot_path = tmp_path / "iccg.json", tmp_path / "iccg.png"
     result = run_course("bench", "iccg", "--sizes", "8", "--threads", "1", "2", "--repeat", "1",
                         "--json", json_path, "--plot", plot_path, timeout=280)

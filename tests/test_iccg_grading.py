@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import written_file
-from course import native, ordering
+from course import native
+from course.solvers import ordering
 from course.grading import exercise, iccg as grading, race_check
 
 GRAPHS = [(grading.grid_graph(8, 6), 4), (grading.grid_graph(10, 8, 6), 16),
@@ -74,12 +75,12 @@ WRONG = {
     "too short": (lambda p, a, k: course_coloring(p, a, k)[:-1], "expected one color per unknown"),
     "not integers": (lambda p, a, k: course_coloring(p, a, k) + 0.5, "not of integer colors"),
     "the course's order()": (lambda p, a, k: ordering.order(
-        ordering.CRS(p, a, np.ones(len(a))), "mc", k), "course.ordering.order"),
+        ordering.CRS(p, a, np.ones(len(a))), "mc", k), "course.solvers.ordering.order"),
     "the course's _multicolor": (lambda p, a, k: ordering._multicolor(p, a, k, np.empty(len(p) - 1,
                                                                       dtype=np.int32)),
-                                 "course.ordering._multicolor"),
+                                 "course.solvers.ordering._multicolor"),
     "the course's Numba kernel": (lambda p, a, k: ordering._KERNELS["numba"][2](
-        p, a, k, np.empty(len(p) - 1, dtype=np.int32)), "course.ordering"),
+        p, a, k, np.empty(len(p) - 1, dtype=np.int32)), "course.solvers.ordering"),
     "the course's C kernel": (lambda p, a, k: native.multicolor("c", p, a, k, np.empty(
         len(p) - 1, dtype=np.int32)), "course.native.multicolor"),
     "the grading module's own coloring": (grading.multicolor_first_fit_reversed,

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from conftest import run_program
-from course import iccg, native
+from course import native, problems
 
 pytestmark = pytest.mark.timeout(120)
 GOOD = "10 9 8   NX NY NZ\n1.0 0.5 2.0   DX DY DZ\n1e-10   EPSICCG\n"
@@ -47,8 +47,8 @@ def parse(stdout: str) -> dict:
                                                  ("-4", "cm-rcm", 4)])
 def test_program_matches_python(exe, tmp_path, ncolortot, name, k):
     (tmp_path / "INPUT.DAT").write_text(GOOD)
-    python = iccg.poisson(10, 9, 8, name, k, lang=LANG[exe.name], tol=1e-10, dx=1.0, dy=0.5,
-                          dz=2.0)
+    python = problems.poisson_iccg(10, 9, 8, name, k, lang=LANG[exe.name], tol=1e-10, dx=1.0,
+                                   dy=0.5, dz=2.0)
     outs = []
     for threads in ("1", "2"):
         result = run_program(exe, "INPUT.DAT", ncolortot, cwd=tmp_path,

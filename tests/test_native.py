@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import COMPILED_LANGS, assert_refused
-from course import fem, native, solvers, sparse
+from course import native, solvers, sparse
+from course.fem import assembly
 from course.sparse import CRS
 
 pytestmark = pytest.mark.compiled
@@ -29,7 +30,7 @@ def good_matrix():
 
 def fem_system(n_node=6):
     x = np.linspace(0.0, 1.0, n_node)
-    row_ptr, col_idx = fem.fem1d_pattern(n_node, "numpy")
+    row_ptr, col_idx = assembly.fem1d_pattern(n_node, "numpy")
     return x, row_ptr, col_idx
 
 
@@ -278,11 +279,11 @@ def test_public_api_refuses_bad_arguments(lang):
     with pytest.raises(ValueError, match="b"):
         solvers.pcg_jacobi(crs, np.ones(3), lang)
     with pytest.raises(ValueError, match="n_node"):
-        fem.fem1d_pattern(1, lang)
+        assembly.fem1d_pattern(1, lang)
     with pytest.raises(ValueError, match="h"):
-        fem.fem1d_element(-1.0, 1.0, 1.0, lang)
+        assembly.fem1d_element(-1.0, 1.0, 1.0, lang)
     with pytest.raises(ValueError, match="cond"):
-        fem.fem1d_assemble(XM, 0.0, 1.0, lang)
+        assembly.fem1d_assemble(XM, 0.0, 1.0, lang)
 
 
 def test_crs_constructor_checks():
@@ -318,9 +319,9 @@ def test_kernel_wrappers_refuse_other_langs(lang):
 def test_public_api_refuses_unknown_langs(lang):
     crs = CRS(R, C, V)
     for call in (lambda: sparse.matvec(crs, X, lang), lambda: solvers.pcg_jacobi(crs, X, lang),
-                 lambda: fem.fem1d_element(1.0, 1.0, 1.0, lang),
-                 lambda: fem.fem1d_pattern(4, lang),
-                 lambda: fem.fem1d_assemble(XM, 1.0, 1.0, lang)):
+                 lambda: assembly.fem1d_element(1.0, 1.0, 1.0, lang),
+                 lambda: assembly.fem1d_pattern(4, lang),
+                 lambda: assembly.fem1d_assemble(XM, 1.0, 1.0, lang)):
         with pytest.raises(ValueError, match="lang"):
             call()
 

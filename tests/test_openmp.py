@@ -15,7 +15,8 @@ import scipy.sparse.linalg
 
 from conftest import (ALL_LANGS, COMPILED, PYTHON, ROOT, assert_refused, assert_rel_close, env_with,
                       lang_params, run)
-from course import fvm, native, problems, solvers
+from course import native, resources, solvers
+from course.fem import fvm
 from course.sparse import CRS, ELL, SELL, matvec_with_diagonal
 
 pytestmark = pytest.mark.timeout(600)
@@ -407,7 +408,7 @@ def test_compiled_threads_give_the_same_iterations(version, lang):
             native.set_threads(lang, threads)
             results.append(solvers.pcg_ladder(p, version, lang, tol=1e-10))
     finally:
-        native.set_threads(lang, problems.threads_for(lang))      # the default again
+        native.set_threads(lang, resources.threads_for(lang))      # the default again
     for r in results[1:]:
         assert r.iterations == results[0].iterations
         assert_rel_close(r.x, results[0].x, 1e-10)
@@ -610,7 +611,7 @@ def test_repeated_solves_are_bitwise_identical(version, lang, race_problem):
                     f"{threads} threads, run {k} differs from run 1 by " \
                     f"{np.abs(solve.x - first.x).max():.3e}"
     finally:
-        native.set_threads(lang, problems.threads_for(lang))      # the default again
+        native.set_threads(lang, resources.threads_for(lang))      # the default again
     assert iterations[2] == iterations[1]
 
 
@@ -623,7 +624,8 @@ def test_repeated_solves_are_bitwise_identical(version, lang, race_problem):
 PASSIVE_CHILD = """
 import json, sys
 import numpy as np
-from course import fvm, native, solvers
+from course import native, solvers
+from course.fem import fvm
 version, lang, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
 p = fvm.poisson(16, 12, 10, 0.5, 1.0, 2.0, fmt="ell")
 native.set_threads(lang, 1)
@@ -660,4 +662,4 @@ def test_oversubscribed_threads_agree_with_one(version, lang, race_problem):
                     f"{one.iterations}"
                 assert_rel_close(solve.x, one.x, 1e-12, f"{threads} threads, run {k}")
     finally:
-        native.set_threads(lang, problems.threads_for(lang))
+        native.set_threads(lang, resources.threads_for(lang))

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, env_with, limit_memory, run_program
-from course import fvm, native, problems, solvers, toolchain
+from course import native, resources, solvers, toolchain
+from course.fem import fvm
 
 PROGRAMS = [pytest.param("solc", id="c"), pytest.param("solf", id="fortran")]
 NAMES = ("solc", "solf")
@@ -369,14 +370,14 @@ def test_absurd_thread_count_is_refused(name, binaries, tmp_path):
     the limit itself runs."""
     (tmp_path / "case.dat").write_text(GOOD)
     cores = toolchain.usable_cores()
-    limit = problems.THREADS_PER_CORE_MAX * cores
+    limit = resources.THREADS_PER_CORE_MAX * cores
     for threads in (100000, limit + 1):
         result = run_program(binaries[name], "case.dat", "v1", cwd=tmp_path,
                              env=env_with(OMP_NUM_THREADS=threads))
         assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
         assert result.stdout == ""
         with pytest.raises(ValueError) as python_side:
-            problems.check_threads(threads, f"OMP_NUM_THREADS={threads}")
+            resources.check_threads(threads, f"OMP_NUM_THREADS={threads}")
         assert result.stderr.splitlines() == [f"{name}: {python_side.value}"]
     if limit <= 256:                                   # (a big node: thousands of threads)
         assert solve(binaries, name, "case.dat", "v1", cwd=tmp_path,

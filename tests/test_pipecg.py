@@ -14,8 +14,9 @@ import scipy.sparse
 import scipy.sparse.linalg
 
 from conftest import COMMON_FIELDS, PYTHON, ROOT, assert_one_error, run, run_course
-from course import fem, fvm, solvers
-from course.mesh import box_mesh
+from course import solvers
+from course.fem import assembly, fvm
+from course.fem.mesh import box_mesh
 from course.parallel.local import row_local_data
 from course.parallel.poisson import local_rows
 from course.sparse import matvec_numpy
@@ -26,11 +27,11 @@ PROMISED = {"pcg": 2, "chronopoulos-gear": 1, "gropp": 2, "pipelined": 1}
 def model_system(nx=12, ny=9, nz=7):
     """The 02_fem3d model problem with a heat flux: T fixed on zmax."""
     box = box_mesh(nx, ny, nz)
-    exact, _ = fem.fem3d_model_exact(box, "zmax", 1.0, 1.0, 0.0)
-    a, rhs = fem.fem3d_assemble(box, 1.0, 1.0, "numpy")
+    exact, _ = assembly.fem3d_model_exact(box, "zmax", 1.0, 1.0, 0.0)
+    a, rhs = assembly.fem3d_assemble(box, 1.0, 1.0, "numpy")
     fixed = np.zeros(box.n_node, dtype=bool)
     fixed[box.face_nodes("zmax")] = True
-    fem.dirichlet(a, rhs, fixed, np.where(fixed, exact(box.xyz), 0.0), "numpy")
+    assembly.dirichlet(a, rhs, fixed, np.where(fixed, exact(box.xyz), 0.0), "numpy")
     return a, rhs
 
 

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from conftest import limit_memory, run_program
-from course import fem, native
+from course import native
+from course.fem import assembly
 
 PROGRAMS = [pytest.param("fem1d_c", id="c"), pytest.param("fem1d_f", id="fortran")]
 
@@ -76,7 +77,7 @@ def test_flux_and_conductivity(name, binaries, tmp_path, case):
     assert result.returncode == 0, result.stderr
     s = parse_summary(result.stdout)
     length = float(case["length"])
-    exact = float(fem.fem1d_exact(length, length, float(case["cond"]), float(case["qvol"]),
+    exact = float(assembly.fem1d_exact(length, length, float(case["cond"]), float(case["qvol"]),
                                   float(case["qflux"])))
     assert s["t_exact"] == pytest.approx(exact, rel=1e-9)
     assert s["t_end"] == pytest.approx(exact, rel=1e-9)

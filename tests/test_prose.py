@@ -157,30 +157,30 @@ def test_intro_lists_what_the_book_contains():
 # -- one STREAM per build: the pages compare with the same measurement ---------------------------
 
 def test_stream_is_measured_once_and_reused(tmp_path):
-    from course import bench
+    from course import timing
 
     path = tmp_path / "stream.json"
-    first = bench.stream_reference(1, n=2**16, repeat=2, path=path)
-    again = bench.stream_reference(1, n=2**16, repeat=2, path=path)
+    first = timing.stream_reference(1, n=2**16, repeat=2, path=path)
+    again = timing.stream_reference(1, n=2**16, repeat=2, path=path)
     assert not first["cached"] and again["cached"]
     assert again["triad_gbs"] == first["triad_gbs"] == max(first["triad_runs_gbs"])
     assert len(first["triad_runs_gbs"]) == 2
-    stale = bench.stream_reference(1, n=2**16, repeat=2, path=path, max_age=0)
+    stale = timing.stream_reference(1, n=2**16, repeat=2, path=path, max_age=0)
     assert not stale["cached"]                      # too old: measured again
     data = json.loads(path.read_text())
     data["machine"] = "another machine"
     path.write_text(json.dumps(data))
-    assert not bench.stream_reference(1, n=2**16, repeat=2, path=path)["cached"]
+    assert not timing.stream_reference(1, n=2**16, repeat=2, path=path)["cached"]
 
 
 def test_bench_results_take_the_reference(tmp_path, monkeypatch):
-    from course import bench
+    from course import bench, timing
 
-    monkeypatch.setattr(bench, "STREAM_CACHE", tmp_path / "stream.json")
+    monkeypatch.setattr(timing, "STREAM_CACHE", tmp_path / "stream.json")
     results = {"suite": "fem3d", "stream": {"threads": 1, "triad_gbs": 1.0},
                "runs": [{"spmv_gbs": 2.0, "spmv_fraction_of_stream": 2.0}]}
     bench.use_stream_reference(results, repeat=1)
-    reference = bench.stream_reference(1, repeat=1)
+    reference = timing.stream_reference(1, repeat=1)
     assert results["stream"]["triad_gbs"] == reference["triad_gbs"]
     assert results["stream_in_run"]["triad_gbs"] == 1.0
     assert results["runs"][0]["spmv_fraction_of_stream"] == 2.0 / reference["triad_gbs"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import COMPILED, assert_refused, lang_params
-from course import native, problems
+from course import native, resources
 
 RNG = np.random.default_rng(4)
 A, B = RNG.random(100_003), RNG.random(100_003)   # odd length: the chunks differ in size
@@ -19,7 +19,7 @@ A, B = RNG.random(100_003), RNG.random(100_003)   # odd length: the chunks diffe
 def threads_restored():
     yield
     for lang in COMPILED:
-        native.set_threads(lang, problems.threads_for(lang))
+        native.set_threads(lang, resources.threads_for(lang))
 
 
 def relative_error(value: float) -> float:

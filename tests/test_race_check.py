@@ -300,7 +300,8 @@ def test_a_cg_with_one_region_per_loop_fails_only_the_region_count(lang, tools, 
 
 def cg_iterations(lang) -> int:
     """The iterations of the course's pcg_v3 on the problem of cg_args."""
-    from course import fvm, solvers
+    from course import solvers
+    from course.fem import fvm
 
     return int(solvers.pcg_ladder(fvm.poisson(6, 5, 4, fmt="ell"), "v3", lang, tol=1e-8).iterations)
 

@@ -150,7 +150,7 @@ def test_diff_tabs_show_what_changes_in_both_languages():
 
 def test_wrap_folds_prose_and_keeps_commands():
     from course import bench
-    note = bench.numa_note({"numa_nodes": 1})
+    note = bench.openmp.numa_note({"numa_nodes": 1})
     assert max(map(len, note.splitlines())) > show.WIDTH      # the note itself is one long line
     wrapped = show.wrap(note)
     words = lambda text: [w for w in text.split() if w != "#"]      # noqa: E731

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import PYTHON, ROOT, env_with, run
-from course import fvm, ordering
+from course.fem import fvm
+from course.solvers import ordering
 from course.solvers import iccg as ic
 from course.solvers import team
 
@@ -89,7 +90,9 @@ def test_iccg_warns_and_runs_on_one_thread_when_the_team_is_called_off(monkeypat
 OVERSUBSCRIBED = """
 import json
 import numba
-from course import fvm, ordering, problems
+from course import resources
+from course.fem import fvm
+from course.solvers import ordering
 from course.solvers import iccg as ic
 p = fvm.poisson(12, 12, 12, lang="numpy")
 a = p.full_crs()
@@ -98,7 +101,7 @@ ap, bp = ordering.permute(a, o.perm), p.b[o.perm]
 f = ic.ic0(ic.split(ap))
 out = {}
 for t in (1, 4):
-    problems.set_threads("numba", t)
+    resources.set_threads("numba", t)
     out[t] = {"z": ic.ic0_apply(f, bp, o.color_ptr, "numba").tolist(),
               "iterations": ic.iccg(ap, bp, o.color_ptr, "numba", 1e-8).iterations}
 out["c"] = ic.iccg(ap, bp, o.color_ptr, "c", 1e-8).iterations

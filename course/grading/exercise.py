@@ -143,7 +143,7 @@ def _functions_in(target) -> list:
 @contextlib.contextmanager
 def references_blocked(*functions):
     """While the learner's code runs, these course functions raise ReferenceUsed, however the
-    learner reached them: by module attribute (fem.fem1d_element), imported by name (from
+    learner reached them: by module attribute (assembly.fem1d_element), imported by name (from
     course.fem import fem1d_element), or as a method (sparse.ELL.from_crs). A module or a class
     stands for every function it defines, private helpers included: a learner who reaches behind
     the front door (Halo._update_p2p) is stopped too. A submission that returns the course's own
@@ -193,9 +193,9 @@ def provided(namespace: dict, **functions):
 def course_versions(key: str, *names: str) -> dict:
     """The course's working versions of the learner's functions `names` of exercise `key`, for
     `provided`: what a later task's check runs in place of the learner's earlier answers."""
-    from .. import element, fem
+    from ..fem import assembly, element
 
-    fem1d_element = reference(fem.fem1d_element)
+    fem1d_element = reference(assembly.fem1d_element)
     hex8_dshape, hex8_jacobian = reference(element.hex8_dshape), reference(element.hex8_jacobian)
 
     def jacobian_and_gradients(xyz8, xi, eta, zeta):
@@ -416,7 +416,7 @@ def _worst(got, expected) -> int:
 def distorted_box(nx: int, ny: int, nz: int, seed: int, shake: float = 0.2):
     """A box mesh whose inner nodes are moved at random by up to `shake` element sizes (every
     element stays valid), and a random nodal heat source: inputs the learner has not seen."""
-    from ..mesh import box_mesh
+    from ..fem.mesh import box_mesh
 
     box = box_mesh(nx, ny, nz)
     rng = np.random.default_rng(seed)
@@ -432,15 +432,15 @@ def check_fem3d_assemble(source: str | Path, lang: str, seeds=(1,), sizes=((1, 1
     """Check the learner's fem3d_assemble (same signature as src_c/02_fem3d/fem3d.c; it may call
     the course's fem3d_element) against the NumPy reference on meshes with moved inner nodes, and
     its return value -(e+1) for an inverted element e; raises AssertionError naming the case."""
-    from .. import fem
+    from ..fem import assembly
 
     lib = compile_kernel(source, lang, link_course=True)
     base = _base(lang)                               # Fortran kernels take 1-based indices
     for seed in seeds:
         for nx, ny, nz in sizes:
             box, xyz, q = distorted_box(nx, ny, nz, seed)
-            row_ptr, col_idx = fem.fem3d_pattern(box)
-            val_ref, rhs_ref = fem.fem3d_assemble_numpy(box.elements, xyz, 1.5, q,
+            row_ptr, col_idx = assembly.fem3d_pattern(box)
+            val_ref, rhs_ref = assembly.fem3d_assemble_numpy(box.elements, xyz, 1.5, q,
                                                         row_ptr, col_idx)
             args = [box.n_elem, box.elements + base, xyz, 1.5, q, row_ptr + base, col_idx + base,
                     np.zeros(col_idx.size), np.zeros(box.n_node)]
@@ -458,7 +458,7 @@ def check_fem3d_assemble(source: str | Path, lang: str, seeds=(1,), sizes=((1, 1
     box = distorted_box(2, 1, 1, seed=0, shake=0.0)[0]
     xyz = box.xyz.copy()
     xyz[:, 0] = np.where(xyz[:, 0] > 0.75, 0.25, xyz[:, 0])    # x = 1 -> x = 0.25 < 0.5
-    row_ptr, col_idx = fem.fem3d_pattern(box)
+    row_ptr, col_idx = assembly.fem3d_pattern(box)
     status, _ = call_isolated(lib, "fem3d_assemble",
                               [box.n_elem, box.elements + base, xyz, 1.0, np.ones(box.n_node),
                                row_ptr + base, col_idx + base, np.zeros(col_idx.size),
@@ -500,7 +500,7 @@ def random_ell(n: int, seed: int, width: int = ELL_WIDTH):
 
 def _ell_cases(seeds, sizes, poisson):
     """(label, d, item, amat, x) of the random matrices and the Poisson problems."""
-    from .. import fvm
+    from ..fem import fvm
 
     cases = []
     for seed in seeds:
@@ -615,7 +615,8 @@ def check_race_free_cg(source: str | Path, lang: str, sizes=((6, 5, 4),),
     its solution (rtol 1e-10) with a relative residual <= eps; with 1 and 2 threads the runs must
     agree bit for bit (a race-free CG with static schedules and reductions does). Raises
     AssertionError naming the problem, the threads and the run."""
-    from .. import fvm, solvers
+    from .. import solvers
+    from ..fem import fvm
 
     lib = compile_kernel(source, lang, openmp=True)
     lines = unreproducible_reductions(source, lang)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..mesh import BoxMesh, box_mesh
+from ..fem.mesh import BoxMesh, box_mesh
 from ..parallel import local as local_module
 from ..parallel.local import LocalData, local_data
 from ..parallel.mpi_job import Job, run_watched

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from mpi4py import MPI
 
-from ..mesh import box_mesh
+from ..fem.mesh import box_mesh
 from ..parallel import halo as halo_module
 from ..parallel.halo import CompiledExchange, Halo, load_halo_exchange
 from ..parallel.local import LocalData, local_data

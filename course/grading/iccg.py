@@ -29,8 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse
 
-from .. import fem, fvm, native, ordering
-from ..mesh import box_mesh
+from .. import native
+from ..fem import assembly, fvm
+from ..solvers import ordering
+from ..fem.mesh import box_mesh
 from ..solvers import iccg as ic
 from ..sparse import CRS
 from . import exercise
@@ -93,7 +95,7 @@ def grid_graph(nx: int, ny: int, nz: int = 1) -> Graph:
 
 def fem_graph(nx: int, ny: int, nz: int) -> Graph:
     """The 27-point graph of the trilinear FEM matrix on nx x ny x nz hexahedra (02_fem3d)."""
-    row_ptr, col_idx = fem.fem3d_pattern(box_mesh(nx, ny, nz))
+    row_ptr, col_idx = assembly.fem3d_pattern(box_mesh(nx, ny, nz))
     ptr, adj = _course(ordering.adjacency)(CRS(row_ptr, col_idx, np.ones(col_idx.shape[0])))
     return Graph(f"the 27-point FEM graph of {nx} x {ny} x {nz} hexahedra "
                  f"({(nx + 1) * (ny + 1) * (nz + 1)} nodes)", ptr, adj)
@@ -117,7 +119,7 @@ def m_matrix(graph: Graph, seed: int) -> CRS:
 # --- colorings -----------------------------------------------------------------------------------
 
 def course_multicolor(graph: Graph, target_colors: int) -> np.ndarray:
-    """The lecture's multicoloring (course.ordering, Nakajima's MC): a color per unknown."""
+    """The lecture's multicoloring (course.solvers.ordering, Nakajima's MC): a color per unknown."""
     color = np.empty(graph.n, dtype=np.int32)
     _course(ordering._multicolor)(graph.ptr, graph.adj, int(target_colors), color)
     return color
@@ -209,8 +211,8 @@ def coloring_problem(graph: Graph, target_colors: int, color) -> str | None:
 
 # --- the course's ordering code out of the learner's reach --------------------------------------
 
-# every function that would answer task 1: course.ordering's and course.native's colorings and
-# the colorings of this module (references_blocked adds exercise.reference, the door to copies)
+# every function that would answer task 1: course.solvers.ordering's and course.native's colorings
+# and the colorings of this module (references_blocked adds exercise.reference, the door to copies)
 _ORDERING_FUNCTIONS = (ordering.order, ordering._kernels, ordering._multicolor,
                        ordering._cyclic_colors, ordering._wavefronts, ordering._cuthill_mckee,
                        native.multicolor, native.cyclic_colors, native.wavefronts,
@@ -219,11 +221,11 @@ _ORDERING_FUNCTIONS = (ordering.order, ordering._kernels, ordering._multicolor,
 
 @contextlib.contextmanager
 def orderings_blocked():
-    """Every entry point of course.ordering (and course.native, and this module) that would
+    """Every entry point of course.solvers.ordering (and course.native, and this module) that would
     color the graph raises exercise.ReferenceUsed: by name, by module attribute, and the
     compiled (Numba) kernels in ordering._KERNELS."""
     saved = dict(ordering._KERNELS)
-    blocker = exercise._blocker("course.ordering (its multicoloring)")
+    blocker = exercise._blocker("course.solvers.ordering (its multicoloring)")
     try:
         with exercise.references_blocked(*_ORDERING_FUNCTIONS):
             ordering._KERNELS["numba"] = (blocker,) * len(saved["numba"])

@@ -27,7 +27,7 @@ from ..parallel.mpi_job import run_watched
 from . import halo_messages
 from .halo import Case, check_python_source
 from .pipecg_driver import (MAX_ITER, NORM_B, RETURN_WAIT, SET_UP_PRODUCTS, SET_UP_SUMS, TOL,
-                           departure, verdict)
+                            departure, verdict)
 
 LANGUAGES = ("c", "fortran", "python")
 

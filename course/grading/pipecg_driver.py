@@ -43,8 +43,9 @@ import types
 import numpy as np
 from mpi4py import MPI
 
-from .. import fem, solvers
-from ..mesh import FACES
+from .. import solvers
+from ..fem import assembly
+from ..fem.mesh import FACES
 from ..parallel.fem3d import Distributed, assemble_local, internal_rows
 from ..parallel.halo import Halo
 from ..parallel.local import local_data
@@ -248,7 +249,7 @@ def case_system(case: Case, comm):
     source = np.random.default_rng(case.seed).standard_normal(mesh.n_node)
     a, rhs = assemble_local(mesh, local, 1.0, source)
     fixed = np.isin(local.global_ids, mesh.face_nodes(FACES[case.seed % len(FACES)]))
-    fem.dirichlet(a, rhs, fixed, 0.0)
+    assembly.dirichlet(a, rhs, fixed, 0.0)
     b = rhs[:local.n_internal].copy()
     bb = np.array([b @ b])
     comm.Allreduce(MPI.IN_PLACE, [bb, MPI.DOUBLE], op=MPI.SUM)

@@ -925,7 +925,7 @@ def ell_matvec_args(lang: str, n: int = 60, seed: int = 1) -> list:
 def cg_args(lang: str, size=(6, 5, 4), eps: float = 1e-8) -> list:
     """Arguments of cg_single_region / pcg_v3 (course.h) for the Poisson problem on `size` cells
     (Fortran: 1-based columns)."""
-    from .. import fvm
+    from ..fem import fvm
 
     problem = fvm.poisson(*size, fmt="ell")
     n = problem.n

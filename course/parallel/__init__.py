@@ -6,9 +6,14 @@ data, halo exchange and the distributed problems, one module per concern:
     halo         the halo exchange over MPI, four ways (p2p, persistent, neighbour collective,
                  the naive Allgather) and the exchange of message sizes (all-to-all vs neighbours)
     fem3d        the 3D heat-conduction problem of 02_fem3d assembled and solved on P ranks
+    poisson      the finite-volume Poisson problem of 04_openmp on P ranks
+    explicit     explicit heat steps: a halo exchange per step, nothing global
+    reductions   the global sums of the distributed CG, blocking or with MPI_Iallreduce
+    model        the performance model of 06_pipecg (reductions against the SpMV and the halo)
+    fft, fft_rank  the pencil-decomposed 3-D FFT of 07_cluster, and its MPI entry point
     mpi_job      an mpiexec job in a subprocess that cannot hang its caller (deadlocks stopped)
 
 `partition` and `local` need no MPI (a learner can draw every rank's data in one process); `halo`
 and `fem3d` import mpi4py; `mpi_job` does not (a notebook's kernel never initialises MPI). The
-checks of the exercises 05 and 06 live in course.grading.
+checks of the exercises 05 and 06 live in course.grading, their benchmarks in course.bench.
 """

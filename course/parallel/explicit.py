@@ -23,7 +23,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ..mesh import BoxMesh, check_face
+from ..fem.mesh import BoxMesh, check_face
 from .fem3d import assemble_local
 from .halo import Halo
 from .local import local_data

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from .. import fem, native, problems, solvers
+from .. import native, resources, solvers
+from ..fem import assembly
 from ..langs import check_lang
-from ..mesh import OPPOSITE_FACE, BoxMesh, box_mesh, check_face
+from ..fem.mesh import OPPOSITE_FACE, BoxMesh, box_mesh, check_face
 from ..sparse import CRS, matvec_numba, matvec_numpy
 from .halo import Halo, check_style
 from .local import LocalData, local_data
@@ -68,12 +69,13 @@ def assemble_local(mesh: BoxMesh, local: LocalData, cond: float, q_node, lang: s
     the serial assembly of `lang`: internal rows complete, external rows partial."""
     check_lang(lang)
     xyz = np.ascontiguousarray(mesh.xyz[local.global_ids])
-    q = np.ascontiguousarray(fem.nodal_source(mesh, q_node)[local.global_ids])
+    q = np.ascontiguousarray(assembly.nodal_source(mesh, q_node)[local.global_ids])
     row_ptr, col_idx = local_pattern(local)
     if lang == "numpy":
-        val, rhs = fem.fem3d_assemble_numpy(local.elements, xyz, cond, q, row_ptr, col_idx)
+        val, rhs = assembly.fem3d_assemble_numpy(local.elements, xyz, cond, q, row_ptr, col_idx)
     elif lang == "numba":
-        val, rhs, bad = fem.fem3d_assemble_numba(local.elements, xyz, cond, q, row_ptr, col_idx)
+        val, rhs, bad = assembly.fem3d_assemble_numba(local.elements, xyz, cond, q, row_ptr,
+                                                      col_idx)
         if bad >= 0:
             raise ValueError(f"element {local.element_ids[bad]} is inverted or degenerate")
     else:
@@ -103,7 +105,7 @@ def model_system(mesh: BoxMesh, local: LocalData, cond=1.0, qvol=1.0, qflux=0.0,
     T = exact on fixed_face, heat flux qflux through the opposite face, source qvol.
     Returns (LocalMatrix, rhs of the internal nodes, exact temperature at the internal nodes)."""
     check_face(fixed_face)
-    exact, _ = fem.fem3d_model_exact(mesh, fixed_face, cond, qvol, qflux)
+    exact, _ = assembly.fem3d_model_exact(mesh, fixed_face, cond, qvol, qflux)
     a, rhs = assemble_local(mesh, local, cond, qvol, lang)
     xyz = np.ascontiguousarray(mesh.xyz[local.global_ids])
     if qflux != 0.0:
@@ -112,10 +114,10 @@ def model_system(mesh: BoxMesh, local: LocalData, cond=1.0, qvol=1.0, qflux=0.0,
             if lang in native.COMPILED_LANGS:
                 native.fem3d_face_flux(lang, quads, xyz, qflux, rhs)
             else:
-                fem.fem3d_face_flux_numpy(quads, xyz, qflux, rhs)
+                assembly.fem3d_face_flux_numpy(quads, xyz, qflux, rhs)
     fixed = np.isin(local.global_ids, mesh.face_nodes(fixed_face))
     t_exact = exact(xyz)
-    fem.dirichlet(a, rhs, fixed, np.where(fixed, t_exact, 0.0), lang)
+    assembly.dirichlet(a, rhs, fixed, np.where(fixed, t_exact, 0.0), lang)
     n = local.n_internal
     return internal_rows(a, local), rhs[:n].copy(), t_exact[:n]
 
@@ -255,7 +257,7 @@ def solve_distributed(comm, local: LocalData, matrix: LocalMatrix, b: np.ndarray
     return result, {
         "lang": lang, "nnz": comm.allreduce(matrix.nnz), "iterations": result.iterations,
         "converged": bool(result.converged), "relative_residual": result.relative_residual,
-        "threads": problems.threads_for(lang),
+        "threads": resources.threads_for(lang),
         "seconds": {"assemble": timings[0], "solve": timings[1], "total": timings[2],
                     "halo": timings[3], "allreduce": timings[4], "overlapped": timings[5]},
         "ranks": comm.Get_size(), "exchange": exchange,

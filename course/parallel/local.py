@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..mesh import BoxMesh
+from ..fem.mesh import BoxMesh
 from .partition import check_owner
 
 
@@ -186,7 +186,7 @@ Local data file of one rank (text; local indices are 0-based). A line with one g
 (RANK SIZE, the box, the counts) may carry a comment after them; a block of N numbers is written 10
 to a line, numbers only, and an empty block (N = 0) has no line at all:
   RANK SIZE
-  NX NY NZ DX DY DZ             the global box (course.mesh.BoxMesh)
+  NX NY NZ DX DY DZ             the global box (course.fem.mesh.BoxMesh)
   N_INTERNAL N_EXTERNAL
   global node number of each of the N_INTERNAL + N_EXTERNAL local nodes
   N_ELEMENTS

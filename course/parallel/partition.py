@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..mesh import BoxMesh
+from ..fem.mesh import BoxMesh
 
 METHODS = ("blocks", "metis")
 
@@ -80,7 +80,7 @@ def default_blocks(mesh: BoxMesh, ranks: int) -> tuple[int, int, int]:
 def node_graph(mesh: BoxMesh) -> tuple[np.ndarray, np.ndarray]:
     """(xadj, adjncy) of the node graph in METIS's CSR form: the 27-point pattern of the FEM
     matrix without its diagonal (node n is joined to the nodes it shares an element with)."""
-    from ..fem import fem3d_pattern_numpy
+    from ..fem.assembly import fem3d_pattern_numpy
 
     row_ptr, col_idx = fem3d_pattern_numpy(mesh)
     rows = np.repeat(np.arange(mesh.n_node), np.diff(row_ptr))

@@ -3,7 +3,7 @@
 The nx x ny x nz cells are partitioned like the nodes of 05_halo: the cell centres form a lattice
 of nx x ny x nz points, the nodes of a box of (nx-1) x (ny-1) x (nz-1) elements, so that blocks
 and METIS cut them with the same code (course.parallel.partition). The matrix comes assembled
-(course.fvm generates it; every rank makes the whole, cheap, problem and keeps its rows), so the
+(course.fem.fvm generates it; every rank makes the whole, cheap, problem and keeps its rows), so the
 local data come from its rows (course.parallel.local.row_local_data): internal cells first, then
 the neighbouring cells of other ranks. The solve is the same as for fem3d:
 course.parallel.fem3d.solve_distributed with the CG variant asked for.
@@ -16,8 +16,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from .. import fvm
-from ..mesh import box_mesh
+from ..fem import fvm
+from ..fem.mesh import box_mesh
 from .fem3d import (LocalMatrix, agree, check_solve_options, gather_vector, partition_on_rank_0,
                     solve_distributed)
 from .local import LocalData, row_local_data

@@ -25,10 +25,10 @@ M^-1 r is two triangular solves:
     forward   y_i = (r_i - sum_{j < i} l_ij y_j) / d_i           increasing i
     backward  z_i = y_i - (sum_{j > i} l_ji z_j) / d_i           decreasing i
 
-After a colored ordering (course.ordering) no two unknowns of one color are coupled, so all rows
-of a color can be done at once: a loop over the colors, a parallel loop inside each, and a barrier
-after each color. The arithmetic of every row is fixed by the ordering, not by the threads: the
-substitution gives bitwise the same z for any number of threads. A single color means the plain
+After a colored ordering (course.solvers.ordering) no two unknowns of one color are coupled, so all
+rows of a color can be done at once: a loop over the colors, a parallel loop inside each, and a
+barrier after each color. The arithmetic of every row is fixed by the ordering, not by the threads:
+the substitution gives bitwise the same z for any number of threads. A single color means the plain
 sequential sweep (natural ordering).
 """
 
@@ -55,6 +55,13 @@ ICCG_LANGS = ("numpy", "numba", "c", "fortran")
 # substitutions add one barrier per color each. The Numba team (_iccg_thread) has no omp single,
 # and q = A p and (p, q) share their rows: one barrier after each of (r, z), p, (p, q), (r, r).
 CG_BARRIERS_PER_ITERATION = {"c": 6, "fortran": 6, "numpy": 6, "numba": 4}
+
+
+def synchronisations_per_iteration(colors: int, lang: str = "c") -> int:
+    """Barriers of one ICCG iteration: one per color in each substitution plus the CG's own
+    (CG_BARRIERS_PER_ITERATION: those of C and Fortran, and of numpy, which
+    runs on one thread; the Numba team has two fewer)."""
+    return 2 * colors + CG_BARRIERS_PER_ITERATION[lang]
 
 
 @dataclass
@@ -315,7 +322,7 @@ def _unsigned(*index_arrays):
 def iccg(a: CRS | Split, b: np.ndarray, color_ptr: np.ndarray, lang: str = "c",
          tol: float = 1e-8, max_iter: int | None = None, factor: IC0 | None = None) -> SolveResult:
     """IC(0)-preconditioned CG on A x = b (x0 = 0), A symmetric positive definite, numbered color
-    by color (course.ordering; color_ptr [0, n] for the natural, sequential sweep).
+    by color (course.solvers.ordering; color_ptr [0, n] for the natural, sequential sweep).
 
     c, fortran: the compiled ICCG (one parallel region for the whole solve, the substitutions
     color by color); numba: the same loop compiled by Numba (_iccg_numba); numpy:

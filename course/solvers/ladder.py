@@ -1,4 +1,5 @@
-"""Lecture 04_openmp: the OpenMP PCG ladder v0 .. v3 (diagonal-scaled CG on course.fvm.Poisson)."""
+"""Lecture 04_openmp: the OpenMP PCG ladder v0 .. v3 (diagonal-scaled CG on course.fem.fvm's
+Poisson)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from .. import native
 from ..langs import check_lang
 from .krylov import SolveResult
 
-# Diagonal-scaled CG on A = D + A_off (course.fvm.Poisson), the steps of the OpenMP lecture:
+# Diagonal-scaled CG on A = D + A_off (course.fem.fvm.Poisson), the steps of the OpenMP lecture:
 #   v0  CRS, the work vectors initialised by a serial loop, one parallel loop per operation
 #   v1  as v0, the work vectors initialised in parallel (first touch: the pages land where the
 #       threads that use them run)
@@ -131,7 +132,7 @@ def check_ladder(version: str, lang: str) -> None:
 
 def pcg_ladder(problem, version: str = "v3", lang: str = "c", tol: float = 1e-8,
                max_iter: int | None = None) -> SolveResult:
-    """Step `version` of the OpenMP PCG ladder on the course.fvm.Poisson `problem` (x0 = 0): v0,
+    """Step `version` of the OpenMP PCG ladder on the course.fem.fvm.Poisson `problem` (x0 = 0): v0,
     v1 on its off-diagonal part in CRS, v2, v3 in ELL (converted when `problem` holds the other
     format). c and fortran have v0 .. v3, numba v0 .. v2."""
     check_ladder(version, lang)

@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from course import problems  # noqa: E402
-from course.mesh import box_mesh  # noqa: E402
+from course.fem.mesh import box_mesh  # noqa: E402
 from course.parallel.explicit import heat_steps  # noqa: E402
 from course.parallel.fem3d import fem3d_parallel  # noqa: E402
 from course.parallel.halo import STYLES, Halo, message_sizes  # noqa: E402

@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from course import problems  # noqa: E402
-from course.mesh import box_mesh  # noqa: E402
+from course.fem.mesh import box_mesh  # noqa: E402
 from course.parallel.fem3d import Distributed, fem3d_parallel, model_system  # noqa: E402
 from course.parallel.halo import Halo  # noqa: E402
 from course.parallel.local import local_data  # noqa: E402
@@ -88,7 +88,7 @@ if rank == 0:
     import scipy.sparse
     import scipy.sparse.linalg
 
-    from course import fvm
+    from course.fem import fvm
     problem = fvm.poisson(*cells, lang="numpy", fmt="crs")
     full = problem.full_crs()
     direct = scipy.sparse.linalg.spsolve(

@@ -1,5 +1,5 @@
 """The measurements of `python -m course bench halo` and `bench pipecg` on one communicator, run
-by the benchmark under `mpiexec -n P python -m course.parallel.bench_rank [--suite pipecg] ARGS`;
+by the benchmark under `mpiexec -n P python -m course.bench.rank [--suite pipecg] ARGS`;
 rank 0 prints one JSON object.
 
 Everything is timed on all ranks at once, after a barrier, as the best of `repeat` rounds; a
@@ -19,14 +19,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")        # flat MPI: one thread per 
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
-from .. import bench, native  # noqa: E402
-from ..mesh import box_mesh  # noqa: E402
+from .. import native, timing  # noqa: E402
+from ..fem.mesh import box_mesh  # noqa: E402
 from ..solvers import ALGORITHMS  # noqa: E402
-from .explicit import heat_steps  # noqa: E402
-from .fem3d import Distributed, model_system  # noqa: E402
-from .halo import STYLES, CompiledExchange, Halo, load_halo_exchange, message_sizes  # noqa: E402
-from .local import local_data  # noqa: E402
-from .partition import make_partition, quality  # noqa: E402
+from ..parallel.explicit import heat_steps  # noqa: E402
+from ..parallel.fem3d import Distributed, model_system  # noqa: E402
+from ..parallel.halo import (STYLES, CompiledExchange, Halo, load_halo_exchange,
+                             message_sizes)  # noqa: E402
+from ..parallel.local import local_data  # noqa: E402
+from ..parallel.partition import make_partition, quality  # noqa: E402
 
 COMM = MPI.COMM_WORLD
 PINGPONG_BYTES = [8 * 4**k for k in range(11)]        # 8 B .. 8 MiB
@@ -177,7 +178,7 @@ def cg_split(mesh, local, iterations: int, repeat: int, algorithm: str = "pcg",
     n_rows = COMM.allreduce(matrix.n_rows, op=MPI.MAX)
     nnz = COMM.allreduce(matrix.nnz, op=MPI.MAX)
     # SpMV (values, indices, x, y) + 3 dot products (2 vectors) + 3 updates (3 vectors) + z = D r
-    traffic = bench.spmv_bytes(n_rows, nnz) + 8 * n_rows * (3 * 2 + 3 * 3 + 3)
+    traffic = timing.spmv_bytes(n_rows, nnz) + 8 * n_rows * (3 * 2 + 3 * 3 + 3)
     return {"algorithm": algorithm, "iallreduce": nonblocking, "progress_chunks": progress_chunks,
             "seconds_per_iteration": float(per[0]), "halo_s": float(per[1]),
             "allreduce_s": float(per[2]), "spmv_s": float(per[3]),
@@ -270,7 +271,7 @@ def measure_pipecg(cg_n: int, partition: str, repeat: int, iterations: int) -> d
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m course.parallel.bench_rank")
+    p = argparse.ArgumentParser(prog="python -m course.bench.rank")
     p.add_argument("--suite", choices=("halo", "pipecg"), default="halo")
     p.add_argument("--n", type=int, default=24)
     p.add_argument("--cg-n", type=int, default=48)

@@ -6,12 +6,12 @@
 
 with linear elements.
 
-3D steady heat conduction (lecture 02_fem3d) on the box of a course.mesh.BoxMesh:
+3D steady heat conduction (lecture 02_fem3d) on the box of a course.fem.mesh.BoxMesh:
 
     -div(cond grad T) = Q,   T = g on the fixed nodes,   cond dT/dn = qflux on one face (into the
     body), the other faces insulated,
 
-with tri-linear hexahedra (course.element); Q is given by nodal values and interpolated.
+with tri-linear hexahedra (course.fem.element); Q is given by nodal values and interpolated.
 
 Every step exists as `numpy` (the readable reference), `numba`, `c` and `fortran`; the functions
 below take `lang` and return the same arrays whichever is chosen.
@@ -22,11 +22,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from . import native
+from .. import native
 from .element import GAUSS_2x2x2, gauss_hex, hex8_dshape, hex8_element_into, hex8_shape
-from .langs import check_lang
+from ..langs import check_lang
 from .mesh import BoxMesh, check_face
-from .sparse import CRS
+from ..sparse import CRS
 
 
 # --- element matrix ------------------------------------------------------------------------------
@@ -258,7 +258,7 @@ def fem3d_pattern_numba(nx, ny, nz):
 
 def hex8_elements_numpy(xyz_e, cond, q_e, first=0):
     """ke (E, 8, 8) and fe (E, 8) of E elements at once, corners xyz_e (E, 8, 3), nodal sources
-    q_e (E, 8): course.element.hex8_element_numpy with its loops over elements and Gauss points
+    q_e (E, 8): course.fem.element.hex8_element_numpy with its loops over elements and Gauss points
     turned into array axes e and g (a, b: local nodes, d: x/y/z, r: xi/eta/zeta)."""
     points, weights = GAUSS_2x2x2
     n = hex8_shape(*points.T)                                   # (G, 8)      N_a at point g
@@ -420,7 +420,7 @@ def dirichlet_numba(fixed, g, row_ptr, col_idx, val, rhs):
 
 def _check_mesh(mesh) -> BoxMesh:
     if not isinstance(mesh, BoxMesh):
-        raise TypeError(f"mesh must be a course.mesh.BoxMesh, got {type(mesh).__name__}")
+        raise TypeError(f"mesh must be a course.fem.mesh.BoxMesh, got {type(mesh).__name__}")
     return mesh
 
 

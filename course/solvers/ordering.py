@@ -44,8 +44,8 @@ from functools import partial
 import numba
 import numpy as np
 
-from . import native
-from .sparse import CRS
+from .. import native
+from ..sparse import CRS
 
 ORDERINGS = ("natural", "cm", "rcm", "mc", "cm-rcm")
 ORDERING_LANGS = ("numpy", "numba", "c", "fortran")

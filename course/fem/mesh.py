@@ -9,7 +9,7 @@ size DX x DY x DZ with one corner at the origin. Numbering, i fastest, then j, t
     element (i, j, k), 0 <= i <  NX, ...:  e = i + NX (j + NY k)
 
 The 8 corners of element (i, j, k) in local order (the order of the reference element in
-course.element):
+course.fem.element):
 
     0:(i,j,k)    1:(i+1,j,k)    2:(i+1,j+1,k)    3:(i,j+1,k)          bottom face, counter-clockwise
     4:(i,j,k+1)  5:(i+1,j,k+1)  6:(i+1,j+1,k+1)  7:(i,j+1,k+1)        top face, above 0..3

@@ -58,7 +58,7 @@ def write_vtk(path, mesh: BoxMesh, point_data: dict[str, np.ndarray] | None = No
     import meshio
 
     if not isinstance(mesh, BoxMesh):
-        raise TypeError(f"mesh must be a course.mesh.BoxMesh, got {type(mesh).__name__}")
+        raise TypeError(f"mesh must be a course.fem.mesh.BoxMesh, got {type(mesh).__name__}")
     fmt = file_format(path)
     data = meshio.Mesh(mesh.xyz, [("hexahedron", mesh.elements)],
                        point_data=_checked_fields(mesh, point_data))

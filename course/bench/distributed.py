@@ -1,8 +1,8 @@
 """`python -m course bench halo` (05_halo) and `bench pipecg` (06_pipecg): what communication
 costs on this machine, for 1 .. P ranks.
 
-For every rank count the benchmark starts `mpiexec -n P python -m course.parallel.bench_rank`
-(course.parallel.bench_rank measures, rank 0 reports) and gathers:
+For every rank count the benchmark starts `mpiexec -n P python -m course.bench.rank`
+(course.bench.rank measures, rank 0 reports) and gathers:
 
 - ping-pong one-way times from 8 B to 8 MiB, and t = alpha x + beta fitted to them;
 - MPI_Allreduce of 1 double, of 3 doubles, and three 1-double calls (seed 002's CGPOP question);
@@ -51,9 +51,9 @@ def mpiexec_flat(suite: str, ranks: int, args: list[str], timeout: float):
 
 def run_ranks(ranks: int, n: int, cg_n: int, partition: str, repeat: int, iterations: int,
               steps: int, timeout: float = 900, suite: str = "halo") -> dict:
-    """The measurements of course.parallel.bench_rank on `ranks` MPI processes."""
+    """The measurements of course.bench.rank on `ranks` MPI processes."""
     done = mpiexec_flat(suite, ranks, [
-        sys.executable, "-m", "course.parallel.bench_rank", "--suite", suite, "--n", str(n),
+        sys.executable, "-m", "course.bench.rank", "--suite", suite, "--n", str(n),
         "--cg-n", str(cg_n), "--partition", partition, "--repeat", str(repeat),
         "--iterations", str(iterations), "--steps", str(steps)], timeout)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -105,7 +105,7 @@ def bench_halo(sizes=(24,), ranks=None, repeat: int = 5, partition: str = "metis
         run["oversubscribed"] = p > cores
         add_ratios(run)
         runs.append(run)
-    from ..bench import topology
+    from ..timing import topology
 
     return {"suite": "halo", "n": n, "cg_n": cg_size, "partition": partition, "cores": cores,
             "topology": topology(), "mpi": toolchain.mpi4py_library()[1],
@@ -238,7 +238,7 @@ def bench_pipecg(sizes=(32,), ranks=None, repeat: int = 5, partition: str = "met
         run["three_single_vs_one_triple"] = (allreduce["three_single_calls_s"]
                                              / allreduce["three_doubles_s"])
         runs.append(run)
-    from ..bench import topology
+    from ..timing import topology
 
     return {"suite": "pipecg", "n": n, "partition": partition, "iterations": iterations,
             "cores": cores, "topology": topology(), "mpi": toolchain.mpi4py_library()[1],

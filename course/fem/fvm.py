@@ -20,9 +20,9 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from . import native
-from .langs import check_lang
-from .sparse import CRS, ELL
+from .. import native
+from ..langs import check_lang
+from ..sparse import CRS, ELL
 
 FORMATS = ("crs", "ell")
 WIDTH = native.ELL_WIDTH

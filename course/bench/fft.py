@@ -24,8 +24,8 @@ import sys
 from tqdm.auto import tqdm
 
 from .. import native, toolchain
-from .bench import mpiexec_flat
-from .fft import SEED003
+from .distributed import mpiexec_flat
+from ..parallel.fft import SEED003
 
 #: bytes per all-to-all message: 16 B .. 1 MiB, x4 apart
 MESSAGE_BYTES = tuple(16 * 4**k for k in range(9))
@@ -77,7 +77,7 @@ def bench_alltoall(sizes=(16, 32), ranks=(1, 2, 4), repeat: int = 5,
         run["oversubscribed"] = p > cores
         run["fft_c"] = ([run_c(p, f["n"], repeat) for f in run["fft"]] if c_program() else [])
         runs.append(run)
-    from ..bench import topology
+    from ..timing import topology
 
     return {"suite": "alltoall", "sizes": list(sizes), "message_bytes": list(message_bytes),
             "repeat": repeat, "cores": cores, "topology": topology(),

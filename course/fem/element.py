@@ -22,8 +22,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from . import native
-from .langs import check_lang
+from .. import native
+from ..langs import check_lang
 
 HEX8_CORNERS = np.array([[-1.0, -1.0, -1.0], [1.0, -1.0, -1.0], [1.0, 1.0, -1.0],
                          [-1.0, 1.0, -1.0], [-1.0, -1.0, 1.0], [1.0, -1.0, 1.0],
