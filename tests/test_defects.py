@@ -58,23 +58,24 @@ def test_crs_matvec_inner_loop_is_within_one_64_byte_line(lang):
 
 # --- exercises do not shadow the course's modules ------------------------------------------------
 
-def lecture_imports() -> set[str]:
-    """The names the lecture notebooks bind by importing from course (modules and functions)."""
-    names = {"course"}
-    for path in (ROOT / "notebooks").glob("*.ipynb"):
-        for cell in json.loads(path.read_text())["cells"]:
-            if cell["cell_type"] != "code":
-                continue
-            source = "".join(cell["source"])
-            lines = ["" if line.lstrip().startswith(("%", "!")) else line
-                     for line in source.splitlines()]
-            for node in ast.walk(ast.parse("\n".join(lines))):
-                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course"):
-                    names |= {alias.asname or alias.name for alias in node.names}
-    return names
+def code_cells(path: Path) -> list[str]:
+    """The Python code cells of a notebook (a %%writefile cell holds C or Fortran: blank)."""
+    return ["" if "".join(cell["source"]).lstrip().startswith("%%") else "".join(cell["source"])
+            for cell in json.loads(path.read_text())["cells"] if cell["cell_type"] == "code"]
 
 
-COURSE_MODULES = lecture_imports()
+def course_imports(path: Path) -> set[str]:
+    """The names a notebook binds by importing from course (modules and functions)."""
+    return {alias.asname or alias.name for source in code_cells(path)
+            for node in ast.walk(ast.parse("\n".join(
+                "" if line.lstrip().startswith(("%", "!")) else line
+                for line in source.splitlines())))
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course")
+            for alias in node.names}
+
+
+COURSE_MODULES = {"course"}.union(*(course_imports(path)
+                                    for path in (ROOT / "notebooks").glob("*.ipynb")))
 
 
 def assigned_names(source: str) -> set[str]:
@@ -100,6 +101,17 @@ def exercise_notebooks():
 def test_course_modules_are_known():
     assert {"bench", "fvm", "native", "mesh", "assembly", "timing", "course"} <= COURSE_MODULES
     assert assigned_names("bench = fvm.poisson(8, 8, 8)\nfor mesh in []: pass") == {"bench", "mesh"}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")) + exercise_notebooks(),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_notebook_does_not_overwrite_what_it_imports(path):
+    """03b imported course.timing and later stored its own timings in a dict named `timing`: the
+    next `timing.best_of` failed. No notebook assigns a name it imports from course."""
+    imported = course_imports(path)
+    for number, source in enumerate(code_cells(path)):
+        overwritten = assigned_names(source) & imported
+        assert not overwritten, f"code cell {number} assigns {sorted(overwritten)}, imported above"
 
 
 @pytest.mark.parametrize("path", exercise_notebooks(), ids=lambda p: str(p.relative_to(ROOT)))
