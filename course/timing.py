@@ -58,6 +58,9 @@ STREAM_CACHE = Path(os.environ.get("COURSE_STREAM_CACHE",
                                    native.ROOT / "build" / "stream-reference.json"))
 STREAM_MAX_AGE = 6 * 3600          # seconds: an older measurement is taken again
 STREAM_REFERENCE_N = 2**24         # 3 arrays of 128 MiB: beyond the caches of laptops and nodes
+# A quiet machine: the best triad run at most 25 % above the slowest. A measurement with more
+# spread (other programs were running: a test suite, a second build) is returned, never stored.
+STREAM_QUIET_SPREAD = 1.25
 
 
 def _stream_machine() -> str:
@@ -74,8 +77,10 @@ def stream_reference(threads: int, n: int = STREAM_REFERENCE_N, repeat: int = 10
     STREAM_CACHE (build/stream-reference.json, or $COURSE_STREAM_CACHE); later calls, from any
     page of the same book build, return the stored result while it is younger than `max_age`
     seconds. Keys as stream() (copy_gbs and triad_gbs are the best run), plus triad_runs_gbs
-    (every run, for the spread), measured_at (Unix time) and cached (True when reused). Leaves
-    the kernels of `lang` at `threads` threads."""
+    (every run), spread (best over slowest triad run), quiet (spread at most
+    STREAM_QUIET_SPREAD), measured_at (Unix time) and cached (True when reused). Only a quiet
+    measurement is stored: one taken beside other work is used by its page alone, and the next
+    page measures again. Leaves the kernels of `lang` at `threads` threads."""
     threads = native.check_int(threads, "threads", minimum=1)
     path = Path(path or STREAM_CACHE)
     key = f"{lang}, {threads} threads, n = {n}, best of {repeat}"
@@ -97,9 +102,12 @@ def stream_reference(threads: int, n: int = STREAM_REFERENCE_N, repeat: int = 10
     for _ in range(repeat):                     # interleaved: a disturbance hits both alike
         copy.append(16 * n / best_of(lambda: native.stream_copy(lang, b, a), 1) / 1e9)
         triad.append(24 * n / best_of(lambda: native.stream_triad(lang, 3.0, b, c, a), 1) / 1e9)
+    spread = max(triad) / min(triad)
     entry = {"n": n, "lang": lang, "threads": threads, "repeat": repeat,
              "copy_gbs": max(copy), "triad_gbs": max(triad), "triad_runs_gbs": triad,
-             "measured_at": time.time()}
+             "spread": spread, "quiet": spread <= STREAM_QUIET_SPREAD, "measured_at": time.time()}
+    if not entry["quiet"]:
+        return {**entry, "cached": False}
     data = load()                               # another page may have written meanwhile
     data.update(machine=_stream_machine(), **{key: entry})
     try:
@@ -162,6 +170,22 @@ def spmv_timing(problem, fmt: str, lang: str, repeat: int = 5) -> dict:
     return {"spmv_seconds": seconds, "gflops": 2 * problem.nnz / seconds / 1e9,
             "bandwidth_gbs": fvm.spmv_bytes(fmt, n, a.nnz, n_slices) / seconds / 1e9,
             "stored_entries": int(a.nnz)}
+
+
+def last_level_cache_bytes(cpu_caches: str | Path = "/sys/devices/system/cpu/cpu0/cache"
+                            ) -> int | None:
+    """The largest cache Linux reports for CPU 0 in bytes (the last level, shared by the cores of
+    a socket), or None where the system tells none: what a working set must exceed, well beyond,
+    before a bandwidth measurement sees the memory rather than the cache."""
+    sizes = []
+    for entry in Path(cpu_caches).glob("index*"):
+        try:
+            text = (entry / "size").read_text().strip()
+            factor = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1], 1)
+            sizes.append(int(text.rstrip("KMG")) * factor)
+        except (OSError, ValueError, IndexError):
+            continue
+    return max(sizes, default=None)
 
 
 def topology() -> dict:

@@ -7,12 +7,22 @@ those under AddressSanitizer/UBSan with `-m compiled`.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+# The book's STREAM reference (course.timing.STREAM_CACHE, build/stream-reference.json) is kept
+# for the pages of `make book`. The tests run two workers on the cores it measures, so whatever
+# they measure, the book built inside test_book.py included, goes to a folder of this run's own.
+_STREAM_DIR = tempfile.mkdtemp(prefix="pfem-test-stream-")
+atexit.register(shutil.rmtree, _STREAM_DIR, ignore_errors=True)
+os.environ["COURSE_STREAM_CACHE"] = str(Path(_STREAM_DIR) / "stream-reference.json")
 
 import numpy as np
 import pytest

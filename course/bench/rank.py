@@ -185,6 +185,7 @@ def cg_split(mesh, local, iterations: int, repeat: int, algorithm: str = "pcg",
             "compute_s": float(per[0] - per[1] - per[2]),
             "rest_s": float(per[0] - per[1] - per[2] - per[3]), "overlapped_s": float(per[4]),
             "reductions_per_iteration": max(result.reductions_per_iteration, default=0),
+            "halo_exchanges_per_iteration": float(best_calls[0] - set_up_calls[0]) / iterations,
             "rows_max_rank": int(n_rows), "nnz_max_rank": int(nnz),
             "bytes_per_iteration_max_rank": int(traffic)}
 
