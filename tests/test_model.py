@@ -10,7 +10,7 @@ import pytest
 from course.parallel import model
 from course.solvers import ALGORITHMS
 
-C = model.Constants(t_nnz=1e-9, t_vector=1e-9, alpha=1e-10, beta=1e-6, allreduce_a=2e-6,
+C = model.Constants(t_nnz=1e-9, t_vector=1e-9, t_byte=1e-10, t_message=1e-6, allreduce_a=2e-6,
                     allreduce_c=1e-6)
 
 
@@ -48,7 +48,7 @@ def bench_result(one_double):
     def variant(algorithm, iallreduce):
         return {"algorithm": algorithm, "iallreduce": iallreduce, "spmv_s": 2.7e-3,
                 "rest_s": 7e-3, "rows_max_rank": 100_000, "nnz_max_rank": 2_700_000}
-    pair = {"alpha_s_per_byte": 1e-10, "beta_s": 5e-7}
+    pair = {"s_per_byte": 1e-10, "latency_s": 5e-7}
     return {"n": 46, "runs": [
         {"ranks": p, "oversubscribed": p > 2, "allreduce": {"one_double_s": t},
          "model": pair if p > 1 else None,
@@ -61,7 +61,7 @@ def test_calibrate_reads_the_benchmark():
     assert c.t_nnz == pytest.approx(1e-9)
     assert c.t_vector == pytest.approx(7e-3 / 100_000 / 7)
     assert c.allreduce_a == pytest.approx(3e-6) and c.allreduce_c == 0.0     # one level: 2 ranks
-    assert c.alpha == 1e-10 and c.beta == 5e-7
+    assert c.t_byte == 1e-10 and c.t_message == 5e-7
     c = model.calibrate(bench_result({1: 1e-7, 2: 3e-6, 3: 4e-6, 4: 5e-6}))
     assert c.allreduce(np.array([2]))[0] > 0
     with pytest.raises(ValueError, match="2 or more ranks"):

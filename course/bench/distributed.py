@@ -4,7 +4,7 @@ costs on this machine, for 1 .. P ranks.
 For every rank count the benchmark starts `mpiexec -n P python -m course.bench.rank`
 (course.bench.rank measures, rank 0 reports) and gathers:
 
-- ping-pong one-way times from 8 B to 8 MiB, and t = alpha x + beta fitted to them;
+- ping-pong one-way times from 8 B to 8 MiB, and Hockney's t = alpha + beta x fitted to them;
 - MPI_Allreduce of 1 double, of 3 doubles, and three 1-double calls (seed 002's CGPOP question);
 - the halo exchange four ways, against the ping-pong times of its own messages;
 - the exchange of message sizes: the P x P table (OpenFOAM's PstreamBuffers, seed 000) against
@@ -77,9 +77,9 @@ def add_ratios(run: dict) -> None:
                                        / run["allreduce"]["three_doubles_s"]),
     }
     if run["model"]:
-        beta = run["model"]["beta_s"]
-        for deep in run["deep_halo"]:     # seed 001: N (1 - 1/h) beta saved over N steps
-            deep["model_saving_s"] = deep["steps"] * (1 - 1 / deep["depth"]) * beta
+        latency = run["model"]["latency_s"]
+        for deep in run["deep_halo"]:     # seed 001: N (1 - 1/h) latencies saved over N steps
+            deep["model_saving_s"] = deep["steps"] * (1 - 1 / deep["depth"]) * latency
 
 
 CG_MIN_SIZE = 48     # the CG runs on at least 48^3 elements: a matrix of ~37 MB, beyond most caches
@@ -124,7 +124,7 @@ def summary_halo(results: dict) -> str:
         model, r, cg = run["model"], run["ratios"], run["cg"]
         per = cg["seconds_per_iteration"]
         lines.append(
-            f"{run['ranks']:>3} {model['beta_s'] * 1e6 if model else float('nan'):>10.1f} "
+            f"{run['ranks']:>3} {model['latency_s'] * 1e6 if model else float('nan'):>10.1f} "
             f"{(model['bandwidth_gbs'] or 0) if model else float('nan'):>6.2f} "
             f"{run['halo']['p2p']['seconds'] * 1e6:>8.1f} "
             f"{r['halo_vs_pingpong'] or float('nan'):>6.2f} "
@@ -154,9 +154,9 @@ def plot_halo(results: dict, path=None):
             b = np.array(r["pingpong"]["bytes"])
             a.loglog(b, r["pingpong"]["seconds"], "o-", label=f"P = {r['ranks']}")
             m = r["model"]
-            a.loglog(b, m["alpha_s_per_byte"] * b + m["beta_s"], "k:", lw=1)
+            a.loglog(b, m["latency_s"] + m["s_per_byte"] * b, "k:", lw=1)
     a.set_xlabel("message bytes"), a.set_ylabel("one-way seconds")
-    a.set_title("ping-pong (dotted: alpha x + beta)")
+    a.set_title("ping-pong (dotted: alpha + beta x)")
     a.legend(fontsize=9)
     a = ax[0, 1]
     for style in ("p2p", "persistent", "neighbor", "allgather"):

@@ -69,14 +69,14 @@ def pingpong(n_bytes: int, repeat: int) -> float | None:
 # [pingpong]
 
 
-def fit_alpha_beta(sizes, times) -> dict:
-    """t = alpha x + beta (x in bytes) through the ping-pong: beta, the latency, from the small
-    messages (the fastest up to 512 bytes); alpha, seconds per byte, from the largest one."""
+def fit_latency_bandwidth(sizes, times) -> dict:
+    """Hockney's t = alpha + beta x (x in bytes) through the ping-pong: alpha, the latency, from
+    the small messages (the fastest up to 512 bytes); beta, seconds per byte, from the largest."""
     sizes, times = np.asarray(sizes, float), np.asarray(times)
-    beta = times[sizes <= 512].min()
-    alpha = max((times[-1] - beta) / sizes[-1], 0.0)
-    return {"alpha_s_per_byte": float(alpha), "beta_s": float(beta),
-            "bandwidth_gbs": float(1e-9 / alpha) if alpha > 0 else None}
+    latency = times[sizes <= 512].min()
+    per_byte = max((times[-1] - latency) / sizes[-1], 0.0)
+    return {"latency_s": float(latency), "s_per_byte": float(per_byte),
+            "bandwidth_gbs": float(1e-9 / per_byte) if per_byte > 0 else None}
 
 
 def allreduce_latency(repeat: int) -> dict:
@@ -236,7 +236,7 @@ def measure(n: int, cg_n: int, partition: str, repeat: int, iterations: int, ste
     out = {"ranks": size, "n": n, "cg_n": cg_n, "partition": partition,
            "quality": quality(mesh, owner).as_dict(),
            "pingpong": {"bytes": PINGPONG_BYTES, "seconds": times},
-           "model": fit_alpha_beta(PINGPONG_BYTES, times) if size > 1 else None,
+           "model": fit_latency_bandwidth(PINGPONG_BYTES, times) if size > 1 else None,
            "allreduce": allreduce_latency(repeat),
            "halo": halo_times(local, repeat), "sizes": size_exchange(local, repeat),
            "cg": cg_split(cg_mesh, cg_local, iterations, repeat),
@@ -257,7 +257,7 @@ PROGRESS_CHUNKS = 8
 def measure_pipecg(cg_n: int, partition: str, repeat: int, iterations: int) -> dict:
     """The four CG variants, blocking and with MPI_Iallreduce, on the cg_n^3 mesh, and pipelined
     with MPI_Test calls in its SpMV; Allreduce latencies (1 double, 3 doubles, three calls of 1);
-    the ping-pong and its fit t = alpha x + beta (the constants of course.parallel.model)."""
+    the ping-pong and its fit t = alpha + beta x (the constants of course.parallel.model)."""
     mesh, _, local = partitioned(cg_n, partition)
     variants = [cg_split(mesh, local, iterations, repeat, algorithm, nonblocking)
                 for algorithm in ALGORITHMS for nonblocking in (False, True)]
@@ -268,7 +268,7 @@ def measure_pipecg(cg_n: int, partition: str, repeat: int, iterations: int) -> d
     return {"ranks": COMM.Get_size(), "cg_n": cg_n, "partition": partition,
             "allreduce": allreduce_latency(repeat), "variants": variants,
             "pingpong": {"bytes": PINGPONG_BYTES, "seconds": times},
-            "model": fit_alpha_beta(PINGPONG_BYTES, times) if COMM.Get_size() > 1 else None}
+            "model": fit_latency_bandwidth(PINGPONG_BYTES, times) if COMM.Get_size() > 1 else None}
 
 
 def main(argv=None) -> int:

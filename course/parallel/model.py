@@ -6,8 +6,8 @@
                 every dot product and vector update one vector operation; the preconditioner
                 one vector operation (Jacobi) or about one SpMV (IC(0): a forward and a backward
                 substitution over the two triangles of the matrix)
-    T_halo    = neighbours * beta + halo_bytes * alpha             the ping-pong model t = alpha x
-                                                                   + beta per message
+    T_halo    = neighbours * t_message + halo_bytes * t_byte       the ping-pong model per message:
+                                                                   t = t_message + t_byte x
     reduction = a * log2(P) + c                                    a tree of log2 P steps
 
 Blocking reductions are exposed whole; a non-blocking one is exposed only where it outlasts the
@@ -60,8 +60,8 @@ SEED_ALLREDUCE_SHARE = {128: 0.15, 2048: 0.59}     # of Alg. 1's CG loop, from p
 class Constants:
     t_nnz: float           # seconds per nonzero of the local SpMV
     t_vector: float        # seconds per row of one vector operation (update, dot, Jacobi)
-    alpha: float           # seconds per byte of a message
-    beta: float            # seconds per message (latency)
+    t_byte: float          # seconds per byte of a message (Hockney's beta)
+    t_message: float       # seconds per message, its latency (Hockney's alpha)
     allreduce_a: float     # seconds per tree level of a small Allreduce
     allreduce_c: float     # seconds of a small Allreduce, independent of P
 
@@ -93,7 +93,7 @@ def iteration(constants: Constants, algorithm: str, iallreduce: bool, rows, rank
     compute = spmv + (VECTOR_UPDATES[algorithm] + DOTS) * vector + prec
     neighbours = np.where(ranks > 1, np.minimum(26, ranks - 1), 0)
     halo_bytes = 8 * dof_per_node * cube_halo_nodes(per_rank / dof_per_node)
-    halo = np.where(ranks > 1, neighbours * c.beta + halo_bytes * c.alpha, 0.0)
+    halo = np.where(ranks > 1, neighbours * c.t_message + halo_bytes * c.t_byte, 0.0)
     one = np.where(ranks > 1, c.allreduce(ranks), 0.0)
     if not iallreduce or algorithm in ("pcg", "chronopoulos-gear"):
         exposed = REDUCTIONS[algorithm] * one          # nothing stands between start and wait
@@ -107,7 +107,7 @@ def iteration(constants: Constants, algorithm: str, iallreduce: bool, rows, rank
 
 def calibrate(pipecg: dict) -> Constants:
     """The constants from one `bench pipecg` result: t_nnz and t_vector from the one-rank
-    blocking PCG split; alpha and beta from the ping-pong fit of the first run with 2 or more
+    blocking PCG split; t_message and t_byte from the ping-pong fit of the first run with 2 or more
     ranks; the Allreduce fit from the 1-double latencies of the rank counts above one (a
     least-squares line in log2 P; oversubscribed runs only where there is nothing else)."""
     runs = {run["ranks"]: run for run in pipecg["runs"]}
@@ -128,7 +128,7 @@ def calibrate(pipecg: dict) -> Constants:
     else:
         a, c = seconds[0], 0.0                         # one point: all of it per level
     pair = runs[more[0]]["model"]
-    return Constants(t_nnz, t_vector, pair["alpha_s_per_byte"], pair["beta_s"], float(a),
+    return Constants(t_nnz, t_vector, pair["s_per_byte"], pair["latency_s"], float(a),
                      float(c))
 
 
