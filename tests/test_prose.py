@@ -301,3 +301,20 @@ def test_bench_results_take_the_reference(tmp_path, monkeypatch):
     assert results["stream"]["triad_gbs"] == reference["triad_gbs"]
     assert results["stream_in_run"]["triad_gbs"] == 1.0
     assert results["runs"][0]["spmv_fraction_of_stream"] == 2.0 / reference["triad_gbs"]
+
+
+# -- the learner path: the primer for Fortran and C programmers is where they look --------------
+
+def test_the_primer_is_on_the_learner_path():
+    """The primer was filed under "For instructors" and linked from nowhere (issue 20)."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
+    start = next(part for part in toc["parts"] if part["caption"] == "Start here")
+    assert {"file": "book/primer"} in start["chapters"], start
+    for page in ("start.md", "intro.md"):
+        assert "](primer.md)" in (ROOT / "book" / page).read_text(), page
+    for notebook in sorted((ROOT / "exercises").glob("*/*.ipynb")):
+        intro = "".join(json.loads(notebook.read_text())["cells"][0]["source"])
+        assert "](../../book/primer.md)" in intro, notebook.name
+        assert f"`exercises/{notebook.parent.name}/{notebook.name}`" in intro, notebook.name
