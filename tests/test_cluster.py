@@ -89,6 +89,25 @@ def test_hybrid_scripts_for_each_scheduler_and_launcher():
     assert "srun --cpus-per-task=12 --cpu-bind=cores ./build" in srun
 
 
+@pytest.mark.parametrize("workdir, line", [
+    ("$HOME/pfem", 'cd "$HOME"/pfem'), ("~/my course", "cd \"$HOME\"/'my course'"),
+    ("/scratch/u1/pfem", "cd /scratch/u1/pfem")])
+def test_the_checkout_can_be_given_under_home(workdir, line, tmp_path):
+    """The book shows scripts for a checkout under $HOME, not the build machine's path; the
+    shell expands $HOME on the cluster."""
+    script = jobscript.render(JobRequest(program=["solc"], threads=2, workdir=workdir))
+    assert line in script.splitlines()
+    cd = next(l for l in script.splitlines() if l.startswith("cd "))
+    done = run(["bash", "-c", f"HOME={shlex.quote(str(tmp_path))}; echo {cd[3:]}"], timeout=10)
+    assert done.stdout.strip() == workdir.replace("$HOME", str(tmp_path)).replace("~", str(tmp_path))
+
+
+def test_a_generic_script_names_its_own_scheduler():
+    for scheduler, name in (("slurm", "any Slurm cluster"), ("pjm", "any PJM cluster")):
+        script = jobscript.render(JobRequest(program=["solc"], threads=2, scheduler=scheduler))
+        assert script.splitlines()[1].endswith(f"on {name}"), script.splitlines()[1]
+
+
 def test_cli_writes_only_a_script_that_passed_the_rules(tmp_path):
     good = tmp_path / "good.sh"
     ok = run_course("jobscript", "--scheduler", "pjm", "--system", "odyssey", "--group", "g",

@@ -48,7 +48,8 @@ class JobRequest:
     name: str | None = None
     cores_per_node: int | None = None   # generic systems only (the named ones know theirs)
     launcher: str = "mpiexec"           # generic Slurm: mpiexec (Open MPI) or srun
-    workdir: str = str(ROOT)            # the course checkout on the cluster
+    workdir: str = str(ROOT)            # the course checkout on the cluster; "$HOME/..." or "~/..."
+                                        # stays relative to the home folder of whoever submits
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -137,13 +138,13 @@ def render(request: JobRequest) -> str:
     cmd = COMMANDS[request.scheduler]
     queue = request.queue or system.default_queue
     lines = ["#!/bin/bash",
-             f"# {name}: {_shape(request)} on {system.title}",
+             f"# {name}: {_shape(request)} on {_where(system, request)}",
              f"# submit: {cmd['submit']} FILE   status: {cmd['status']}   "
              f"cancel: {cmd['cancel']} JOBID"]
     lines += [f"# note: {note}" for note in (*system.notes, *request.notes)]
     directives = _slurm_directives if request.scheduler == "slurm" else _pjm_directives
     lines += [f"{cmd['prefix']} {d}" for d in directives(request, name, queue)]
-    lines += ["", "set -e", f"cd {shlex.quote(request.workdir)}"]
+    lines += ["", "set -e", _cd(request.workdir)]
     lines += [f"module load {m}" for m in system.modules]
     lines += [f"export OMP_NUM_THREADS={request.threads}",
               "export OMP_PLACES=cores          # one thread per core",
@@ -182,6 +183,21 @@ def _pjm_directives(request: JobRequest, name: str, queue: str | None) -> list[s
         out.append(f"-g {request.group}")
     out += ["-j                                # stderr into stdout", f"-o {name}.lst"]
     return out
+
+
+def _where(system: System, request: JobRequest) -> str:
+    """The system of the title line; the generic one says which scheduler the script is for."""
+    if system.name == "generic":
+        return f"any {'Slurm' if request.scheduler == 'slurm' else 'PJM'} cluster"
+    return system.title
+
+
+def _cd(workdir: str) -> str:
+    """cd to the checkout: a path under $HOME (or ~) keeps $HOME for the shell to expand."""
+    for home in ("$HOME/", "~/"):
+        if workdir.startswith(home):
+            return f'cd "$HOME"/{shlex.quote(workdir[len(home):])}'
+    return f"cd {shlex.quote(workdir)}"
 
 
 def _program(request: JobRequest, system: System) -> str:
