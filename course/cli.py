@@ -107,7 +107,7 @@ def _solve_fem3d(args, problems) -> dict:
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be a positive number of elements, "
                              f"got {getattr(args, name)}")
-    if _iccg_requested(args):                   # 03_iccg: --precond ic0 --ordering --colors
+    if _iccg_requested(args):                   # 04_iccg: --precond ic0 --ordering --colors
         return _solve_iccg(args, problems)
     if args.vtk is not None:
         check_output(args.vtk, "--vtk", _vtk_format)
@@ -316,7 +316,7 @@ def _solve_poisson(args, problems) -> dict:
             if values[name] < 1:
                 raise ValueError(f"--{name} must be a positive number of cells, "
                                  f"got {values[name]}")
-    if _iccg_requested(args):                   # 03_iccg: --precond ic0 --ordering --colors
+    if _iccg_requested(args):                   # 04_iccg: --precond ic0 --ordering --colors
         return _solve_iccg(args, problems, values)
     distributed = _distributed_args(args)
     if distributed is None:
@@ -453,9 +453,9 @@ def _positive_finite(text):
 
 
 def _iccg_options(p: argparse.ArgumentParser) -> None:
-    """--precond, --ordering, --colors (03_iccg; without --precond: the existing solver)."""
+    """--precond, --ordering, --colors (04_iccg; without --precond: the existing solver)."""
     p.add_argument("--precond", choices=("diagonal", "ic0"),
-                   help="diagonal: the diagonal-scaled PCG (the default); ic0: ICCG (03_iccg)")
+                   help="diagonal: the diagonal-scaled PCG (the default); ic0: ICCG (04_iccg)")
     p.add_argument("--ordering", choices=("natural", "cm", "rcm", "mc", "cm-rcm"),
                    help="ic0: the ordering of the unknowns (default natural)")
     p.add_argument("--colors", type=_positive(int),
@@ -538,7 +538,7 @@ def parser() -> argparse.ArgumentParser:
     _common_solve_options(s3)
 
     sp = problem.add_parser("poisson", help="3D Poisson, finite volumes, the OpenMP PCG ladder "
-                                            "v0 .. v3 (04_openmp)")
+                                            "v0 .. v3 (03_openmp)")
     for axis in "xyz":
         sp.add_argument(f"--n{axis}", type=int, help=f"cells along {axis} (default 32)")
     for axis in "xyz":

@@ -215,7 +215,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "dot_racy": (_c_double, [_c_int, _ptr, _ptr]),
         "dot_reduction": (_c_double, [_c_int, _ptr, _ptr]),
         "scalar_race": (None, [_c_int, _ptr, _ptr, _c_int, _ptr]),
-        # lecture 03_iccg
+        # lecture 04_iccg
         "cuthill_mckee": (None, [_c_int] + [_ptr] * 4),
         "wavefronts": (None, [_c_int] + [_ptr] * 4),
         "multicolor": (_c_int, [_c_int, _ptr, _ptr, _c_int, _ptr]),
@@ -615,7 +615,7 @@ def stream_triad(lang, scalar, b, c, a) -> None:
     load(lang).stream_triad(n, scalar, _p(b), _p(c), _p(a))
 
 
-# --- lecture 04_openmp: the Poisson FVM generator, the PCG ladder, CRS/ELL/SELL products -----------
+# --- lecture 03_openmp: the Poisson FVM generator, the PCG ladder, CRS/ELL/SELL products -----------
 
 def set_threads(lang, n) -> None:
     """Threads of the OpenMP regions that the library of `lang` runs from now on
@@ -828,7 +828,7 @@ def pcg_ladder(lang, version, d, off, b, x0=None, tol=1e-8, max_iter=None):
     return x, iters, float(relres[0])
 
 
-# --- lecture 04_openmp, part c: data races on purpose --------------------------------------------
+# --- lecture 03_openmp, part c: data races on purpose --------------------------------------------
 
 def _dot_vectors(a, b) -> int:
     """The common length of the float64 vectors a and b (both checked)."""
@@ -865,7 +865,7 @@ def scalar_race(lang, a, b, rounds=1000) -> np.ndarray:
     return out
 
 
-# --- lecture 03_iccg: orderings, IC(0), the colored substitution, ICCG ----------------------------
+# --- lecture 04_iccg: orderings, IC(0), the colored substitution, ICCG ----------------------------
 #
 # Index arrays (ptr, adj, order, perm, color_ptr, the CRS parts) and the numbers of levels and
 # colors go to Fortran 1-based, as every index: +1 on the way in, -1 on the way out.

@@ -4,7 +4,7 @@ relative_residual, threads, seconds {assemble, solve, total}.
 
     fem1d, fem3d      the heat-conduction problems of 01_fem1d and 02_fem3d by Jacobi-PCG
     poisson           the finite-volume Poisson problem by a step of the OpenMP PCG ladder
-    poisson_iccg,     the same two by ICCG after a reordering (03_iccg, `--precond ic0`): the
+    poisson_iccg,     the same two by ICCG after a reordering (04_iccg, `--precond ic0`): the
     fem3d_iccg        matrix permuted once, solved in the new numbering, given back in the old
 
 A problem builds on the discretisation (course.fem) and the solvers beneath it, measures with
@@ -202,7 +202,7 @@ def poisson(nx: int = 32, ny: int = 32, nz: int = 32, version: str = "v3", fmt: 
     return out
 
 
-# --- ICCG with a reordering (lecture 03): `solve poisson|fem3d --precond ic0` -------------------
+# --- ICCG with a reordering (lecture 04): `solve poisson|fem3d --precond ic0` -------------------
 
 ICCG_LANGS = ("c", "fortran", "numba", "numpy")
 
@@ -246,7 +246,7 @@ def poisson_iccg(nx: int = 32, ny: int = 32, nz: int = 32, ordering_name: str = 
             colors: int | None = None, lang: str = "c", threads: int | None = None,
             tol: float = 1e-8, input_file=None, dx: float = 1.0, dy: float = 1.0,
             dz: float = 1.0) -> dict:
-    """`solve poisson --precond ic0`: the Poisson FVM problem of 04_openmp by ICCG."""
+    """`solve poisson --precond ic0`: the Poisson FVM problem of 03_openmp by ICCG."""
     if lang not in ICCG_LANGS:
         raise ValueError(f"lang must be one of {', '.join(ICCG_LANGS)}; got {lang!r}")
     ordering.check_ordering(ordering_name, colors)

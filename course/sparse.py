@@ -81,7 +81,7 @@ def matvec(a: CRS, x: np.ndarray, lang: str = "numpy") -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# lecture 04_openmp: ELL and SELL-C-sigma, and products y = D x + A_off x
+# lecture 03_openmp: ELL and SELL-C-sigma, and products y = D x + A_off x
 # ---------------------------------------------------------------------------------------------
 #
 # The Poisson matrix of course.fem.fvm keeps its diagonal D as a vector of its own and stores only

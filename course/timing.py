@@ -20,7 +20,7 @@ from . import native, resources, sparse, toolchain
 from .fem import fvm
 
 
-SPMV_FORMATS = ("crs", "ell", "sell")   # the storage formats of the SpMV timings (04_openmp)
+SPMV_FORMATS = ("crs", "ell", "sell")   # the storage formats of the SpMV timings (03_openmp)
 SELL_CHUNK, SELL_SIGMA = 8, 64          # SELL-C-sigma of the benchmark: C = 8, sigma = 64
 
 

@@ -69,8 +69,8 @@ def test_references_page_and_citations(book):
     """The bibliography is a page of the book, and the lectures' citations link to it."""
     refs = (book / "book" / "references.html").read_text()
     assert "Nakajima, Kasai, and Sakaguchi" in refs and "HPCAsia 2022 Workshop" in refs
-    page = (book / "notebooks" / "04_openmp_a_first_touch.html").read_text()
-    assert re.search(r'href="[^"]*references\.html#[^"]+"', page), "04a cites nothing"
+    page = (book / "notebooks" / "03_openmp_a_first_touch.html").read_text()
+    assert re.search(r'href="[^"]*references\.html#[^"]+"', page), "03a cites nothing"
     for html in book.rglob("*.html"):
         assert "REFERENCES.md" not in html.read_text(), f"{html.relative_to(book)}"
 
@@ -151,8 +151,8 @@ def test_writefile_cells_are_highlighted_in_their_language(book):
             seen.add(language)
         assert not re.search(r'<span class="c1">#\s*pragma', text), f"{page.name}: pragma as comment"
     assert seen == {"c", "fortran"}
-    omp = (book / "exercises" / "04_openmp" / "04_openmp_exercise.html").read_text()
-    assert re.search(r'<span class="cp">#pragma omp', omp), "04_openmp: #pragma omp not highlighted"
+    omp = (book / "exercises" / "03_openmp" / "03_openmp_exercise.html").read_text()
+    assert re.search(r'<span class="cp">#pragma omp', omp), "03_openmp: #pragma omp not highlighted"
 
 
 @pytest.mark.parametrize("page", [p for p in LECTURE_PAGES if p.split("/")[1][:3] in
@@ -170,13 +170,13 @@ def test_lecture_figures_are_svg_and_kernels_have_both_languages(book, page):
 
 def test_kernels_shown_only_in_c_before_have_fortran_tabs(book):
     for page, kernels in [("02_fem3d_b_assembly_and_solve", ["fem3d_pattern", "fem3d_face_flux"]),
-                          ("04_openmp_b_storage_formats", ["sell_matvec"])]:
+                          ("03_openmp_b_storage_formats", ["sell_matvec"])]:
         text = (book / "notebooks" / f"{page}.html").read_text()
         assert 'data-sync-id="fortran"' in text and "sd-tab-set" in text, page
         for kernel in kernels:      # the Fortran tab's title: `src_fortran/...f90` — `kernel`
             assert re.search(rf'src_fortran/[^<]*\.f90</span></code> — <code[^>]*><span class="pre">'
                              rf'{kernel}</span>', text), f"{page}: no Fortran {kernel}"
-    diff_page = (book / "notebooks" / "04_openmp_b_storage_formats.html").read_text()
+    diff_page = (book / "notebooks" / "03_openmp_b_storage_formats.html").read_text()
     assert diff_page.count('class="highlight-diff notranslate"') == 2, "the v1 -> v2 diff: C and Fortran"
 
 

@@ -118,7 +118,7 @@ def test_doctor_grading_on_this_machine():
     result = run_course("doctor", "--grading", "--json", timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
     found = json.loads(result.stdout)
-    assert sorted(found) == ["01_fem1d", "02_fem3d", "03_iccg", "04_openmp", "05_halo",
+    assert sorted(found) == ["01_fem1d", "02_fem3d", "03_openmp", "04_iccg", "05_halo",
                              "06_pipecg", "07_cluster"]
     assert all(v["grades"] == "fully" for v in found.values()) or os.geteuid() != 0, found
 
@@ -138,8 +138,8 @@ def test_doctor_grading_names_what_is_missing(monkeypatch, capsys):
     monkeypatch.setattr(local_slurm, "unavailable", lambda: "a local Slurm needs root")
     assert cli.main(["doctor", "--grading"]) == 1
     out = capsys.readouterr().out
-    assert "03_iccg     grades no: clang is not installed" in out
-    assert "04_openmp   grades no: clang is not installed" in out
+    assert "04_iccg     grades no: clang is not installed" in out
+    assert "03_openmp   grades no: clang is not installed" in out
     assert "01_fem1d    grades fully" in out and "05_halo     grades fully" in out
     assert "07_cluster  grades partly: the OpenMP job script is checked by its rules" in out
     assert "make grader" in out

@@ -23,7 +23,7 @@ from test_openmp_programs import parse_summary          # the summary solc and s
 pytestmark = pytest.mark.timeout(300)
 
 POISSON_FIELDS = {"version", "format", "gflops", "bandwidth_gbs"}
-EXAMPLE = ROOT / "examples" / "04_openmp" / "INPUT.DAT"
+EXAMPLE = ROOT / "examples" / "03_openmp" / "INPUT.DAT"
 LADDER = [pytest.param(lang, v, id=f"{lang}-{v}")
           for lang in ("c", "fortran", "numba") for v in ("v0", "v1", "v2", "v3")
           if (lang, v) != ("numba", "v3")]
@@ -112,7 +112,7 @@ def test_end_to_end_with_threads():
 
 
 def test_input_file_gives_the_iterations_of_the_programs(tmp_path):
-    """--input examples/04_openmp/INPUT.DAT (32^3 cells: the one larger run here) and a small
+    """--input examples/03_openmp/INPUT.DAT (32^3 cells: the one larger run here) and a small
     anisotropic file: the same problem, iterations and checksum as solc and solf."""
     small = tmp_path / "INPUT.DAT"
     small.write_text("8 6 5   NX NY NZ\n0.5 1.0 2.0   DX DY DZ\n1.0d-10   EPSICCG\n")

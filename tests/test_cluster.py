@@ -16,11 +16,11 @@ from course.cluster import jobscript, local_slurm
 from course.cluster.engines import engines_request, start_controller
 from course.cluster.jobscript import JobRequest, JobScriptError
 
-INPUT_04 = "examples/04_openmp/INPUT.DAT"
+INPUT_03 = "examples/03_openmp/INPUT.DAT"
 
 
 def odyssey(**kw) -> JobRequest:
-    base = dict(program=["solc", INPUT_04], scheduler="pjm", system="odyssey", group="gx12")
+    base = dict(program=["solc", INPUT_03], scheduler="pjm", system="odyssey", group="gx12")
     return JobRequest(**{**base, **kw})
 
 
@@ -67,7 +67,7 @@ def test_the_odyssey_script_has_every_directive_of_the_seeds_c12():
                  "#PJM --omp thread=12", "#PJM -L elapse=00:15:00", "#PJM -g gx12", "#PJM -o c12.lst",
                  "module load fj", "export OMP_NUM_THREADS=12",
                  "export XOS_MMM_L_PAGING_POLICY=demand:demand:demand",
-                 f"numactl -l ./build/native/release-a64fx-fujitsu/bin/solc {INPUT_04}"):
+                 f"numactl -l ./build/native/release-a64fx-fujitsu/bin/solc {INPUT_03}"):
         assert any(ln.startswith(line) for ln in text.splitlines()), (line, text)
     assert "--mpi" not in text                      # an OpenMP run: no MPI launch
     assert "pjsub" in text and "#SBATCH" not in text
@@ -111,7 +111,7 @@ def test_a_generic_script_names_its_own_scheduler():
 def test_cli_writes_only_a_script_that_passed_the_rules(tmp_path):
     good = tmp_path / "good.sh"
     ok = run_course("jobscript", "--scheduler", "pjm", "--system", "odyssey", "--group", "g",
-                    "--threads", "12", "--output", good, "--program", "solc", INPUT_04)
+                    "--threads", "12", "--output", good, "--program", "solc", INPUT_03)
     assert ok.returncode == 0, ok.stderr
     assert good.read_text().startswith("#!/bin/bash") and "--omp thread=12" in good.read_text()
     bad = tmp_path / "bad.sh"
@@ -129,7 +129,7 @@ def test_pjm_command_lines_run_here(tmp_path):
     `module` is a no-op stand-in), so its environment and launch line are the ones executed, with
     this machine's build of the program instead of the A64FX one."""
     script = tmp_path / "c2.sh"
-    text = jobscript.render(odyssey(threads=2, program=["solc", INPUT_04, "v2"]))
+    text = jobscript.render(odyssey(threads=2, program=["solc", INPUT_03, "v2"]))
     script.write_text(text.replace("release-a64fx-fujitsu/bin", "release/bin"))
     done = run(["bash", "-c", f"module() {{ :; }}; export -f module; bash {shlex.quote(str(script))}"],
                timeout=120)
@@ -159,7 +159,7 @@ def submit(slurm, tmp_path, request: JobRequest, timeout: float = 180):
 
 def test_openmp_job(slurm, tmp_path):
     threads = min(2, slurm.cpus)
-    result = submit(slurm, tmp_path, JobRequest(program=["solc", INPUT_04], threads=threads,
+    result = submit(slurm, tmp_path, JobRequest(program=["solc", INPUT_03], threads=threads,
                                                 time="00:05:00"))
     assert result.ok, (result.state, result.exit_code, result.output)
     assert f"threads {threads}" in result.output and "208 iterations" in result.output

@@ -17,7 +17,7 @@ HYBRID = dict(program=["fem3d_mpi_c", "cube_8.dat"], nodes=2, ranks_per_node=4, 
               time="00:20:00")
 SLURM = JobRequest(**HYBRID, queue="cpu", cores_per_node=48)
 PJM = JobRequest(**HYBRID, scheduler="pjm", system="odyssey", queue="debug-o", group="gz01")
-OPENMP = JobRequest(program=["solc", "examples/04_openmp/INPUT.DAT"], threads=2, time="00:05:00",
+OPENMP = JobRequest(program=["solc", "examples/03_openmp/INPUT.DAT"], threads=2, time="00:05:00",
                     cores_per_node=2)
 
 SLURM_SCRIPT = """\
@@ -180,7 +180,7 @@ mpiexec -n ${PJM_MPI_PROC} /home/me/pfem/build/native/release-a64fx-fujitsu/bin/
 #!/bin/bash
 #SBATCH -c 2
 #SBATCH -t 00:05:00
-OMP_NUM_THREADS=2 /work/pfem/build/native/release/bin/solc /work/pfem/examples/04_openmp/INPUT.DAT
+OMP_NUM_THREADS=2 /work/pfem/build/native/release/bin/solc /work/pfem/examples/03_openmp/INPUT.DAT
 """, OPENMP),
 }
 
@@ -395,7 +395,7 @@ WRONG = {
              "OMP_NUM_THREADS=2 /work", "OMP_NUM_THREADS=2 srun -n 2 /work"), OPENMP,
         ["the script starts 2 copies of the program (it is OpenMP only)"]),
     "OpenMP: no thread count at all": (
-        "#!/bin/bash\n#SBATCH -t 5\n./solc examples/04_openmp/INPUT.DAT\n", OPENMP,
+        "#!/bin/bash\n#SBATCH -t 5\n./solc examples/03_openmp/INPUT.DAT\n", OPENMP,
         ["#SBATCH --cpus-per-task is missing", "OMP_NUM_THREADS is not exported"]),
     "unbalanced quotes": ('#!/bin/bash\n#SBATCH -J "x\n' + SLURM_SCRIPT.split("\n", 1)[1],
                           SLURM, ["line 2: cannot read"]),
@@ -522,7 +522,7 @@ LOCAL = f"""\
 #SBATCH -c 2 -t 5
 cd {ck.COURSE}
 export OMP_NUM_THREADS=2
-./build/native/release/bin/solc examples/04_openmp/INPUT.DAT
+./build/native/release/bin/solc examples/03_openmp/INPUT.DAT
 """
 COURSE = ck.COURSE
 
@@ -542,7 +542,7 @@ LOCAL_RIGHT = {
 LOCAL_WRONG = {
     "no cd: the job starts where it was submitted": (
         edit(LOCAL, f"cd {COURSE}\n", ""),
-        "the job runs `./build/native/release/bin/solc` and `examples/04_openmp/INPUT.DAT` "
+        "the job runs `./build/native/release/bin/solc` and `examples/03_openmp/INPUT.DAT` "
         "(line 4) from the folder it was submitted from"),
     "cd to the folder the job was submitted from": (
         edit(LOCAL, f"cd {COURSE}", "cd $SLURM_SUBMIT_DIR"), "from the folder it was submitted"),
@@ -556,7 +556,7 @@ LOCAL_WRONG = {
     "another checkout's paths": (
         edit(edit(LOCAL, f"cd {COURSE}\n", ""), "./build/native/release/bin/solc examples",
              "/work/pfem/build/native/release/bin/solc /work/pfem/examples"),
-        "`/work/pfem/build/native/release/bin/solc` and `/work/pfem/examples/04_openmp/INPUT.DAT` "
+        "`/work/pfem/build/native/release/bin/solc` and `/work/pfem/examples/03_openmp/INPUT.DAT` "
         "(line 4): not the course's solc and its input"),
     "the program by its name, not on the PATH": (
         edit(LOCAL, "./build/native/release/bin/solc", "solc"),

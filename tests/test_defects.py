@@ -106,7 +106,7 @@ def test_course_modules_are_known():
 @pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")) + exercise_notebooks(),
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_notebook_does_not_overwrite_what_it_imports(path):
-    """03b imported course.timing and later stored its own timings in a dict named `timing`: the
+    """04b imported course.timing and later stored its own timings in a dict named `timing`: the
     next `timing.best_of` failed. No notebook assigns a name it imports from course."""
     imported = course_imports(path)
     for number, source in enumerate(code_cells(path)):
@@ -116,7 +116,7 @@ def test_notebook_does_not_overwrite_what_it_imports(path):
 
 @pytest.mark.parametrize("path", exercise_notebooks(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_exercise_does_not_shadow_a_course_module(path):
-    """`bench = fvm.poisson(...)` in the 04_openmp exercise hid course.bench, which the lectures
+    """`bench = fvm.poisson(...)` in the 03_openmp exercise hid course.bench, which the lectures
     use under that name: a learner who copies a lecture cell afterwards gets an AttributeError."""
     notebook = json.loads(path.read_text())
     for number, cell in enumerate(notebook["cells"]):

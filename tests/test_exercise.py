@@ -95,17 +95,17 @@ int axpy(int n, double a, const double *x, double *y)
     np.testing.assert_array_equal(y, np.ones(4))        # the caller's arrays are not touched
 
 
-# --- lecture 04_openmp: OpenMP kernels, several threads, repeated runs ----------------------------
+# --- lecture 03_openmp: OpenMP kernels, several threads, repeated runs ----------------------------
 
-SOLUTION_04 = (Path(__file__).resolve().parent.parent / "solutions" / "04_openmp"
-               / "04_openmp_exercise.ipynb")
+SOLUTION_03 = (Path(__file__).resolve().parent.parent / "solutions" / "03_openmp"
+               / "03_openmp_exercise.ipynb")
 
 
 def notebook_file(grade_id: str) -> str:
-    """The file that the %%writefile cell `grade_id` of the 04_openmp solution notebook writes."""
+    """The file that the %%writefile cell `grade_id` of the 03_openmp solution notebook writes."""
     import nbformat
 
-    nb = nbformat.read(SOLUTION_04, as_version=4)
+    nb = nbformat.read(SOLUTION_03, as_version=4)
     cell = next(c for c in nb.cells
                 if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
     first, rest = cell.source.split("\n", 1)

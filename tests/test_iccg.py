@@ -1,4 +1,4 @@
-"""Lecture 03_iccg: orderings (valid colorings, the same in every language, RCM against SciPy),
+"""Lecture 04_iccg: orderings (valid colorings, the same in every language, RCM against SciPy),
 IC(0) against its definition and against Cholesky, the colored substitution (every language,
 bitwise the same for 1 and 2 threads), ICCG iterations across languages, threads and orderings,
 wrong arrays refused before the kernels, the CLI fields and `bench iccg`."""

@@ -1,4 +1,4 @@
-"""The checks of the exercise of lecture 03_iccg (course.grading.iccg), without nbgrader: a coloring
+"""The checks of the exercise of lecture 04_iccg (course.grading.iccg), without nbgrader: a coloring
 is graded by its properties (a second, different greedy coloring passes; each typical wrong one
 fails with the message that says why), the course's orderings are out of reach while the learner's
 coloring runs, and the compiled substitution of the solution passes in C and Fortran while the
@@ -132,7 +132,7 @@ def test_incompatible_nodes_check():
 
 # --- the compiled substitution ------------------------------------------------------------------
 
-SOLUTION = {lang: written_file("03_iccg", f"ic0_apply_{lang}") for lang in ("c", "fortran")}
+SOLUTION = {lang: written_file("04_iccg", f"ic0_apply_{lang}") for lang in ("c", "fortran")}
 FORWARD = ("        for (int c = 0; c < ncolor; c++) {            /* forward: the colors in order */"
            "\n#pragma omp for schedule(static)\n")
 VARIANTS = {

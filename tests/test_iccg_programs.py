@@ -1,5 +1,5 @@
-"""Lecture 03_iccg, the standalone programs iccg_c and iccg_f: every NCOLORtot convention on the
-04_openmp INPUT.DAT (the colors and iterations of the Python side, the same checksum for 1 and 2
+"""Lecture 04_iccg, the standalone programs iccg_c and iccg_f: every NCOLORtot convention on the
+03_openmp INPUT.DAT (the colors and iterations of the Python side, the same checksum for 1 and 2
 threads), C and Fortran line for line the same (but the times), and one clear line on stderr with
 exit status 2 on bad input files and command lines, the same in both languages."""
 

@@ -194,7 +194,7 @@ EXERCISES = {
                              "test_fem3d_assemble"]),
         },
     },
-    "03_iccg": {
+    "04_iccg": {
         "points": {"test_multicolor": 4, "test_ic0_apply": 4, "test_incompatible_nodes": 2},
         # (not in multicolor: the ungraded part 4 runs it too, and would wait out a second timeout)
         "endless_loop": ("incompatible_nodes", "    n = len(ptr) - 1\n",
@@ -322,7 +322,7 @@ EXERCISES = {
                                     []),
         },
     },
-    "04_openmp": {
+    "03_openmp": {
         "points": {"test_crs_to_ell": 3, "test_ell_matvec": 4, "test_race_free_cg": 3},
         "endless_loop": ("crs_to_ell", "for i in range(n):",
                          FOREVER + "\n    for i in range(n):", "test_crs_to_ell"),

@@ -1,4 +1,4 @@
-"""Lecture 04_openmp: the finite-volume Poisson generator (numpy reference against the formulas and
+"""Lecture 03_openmp: the finite-volume Poisson generator (numpy reference against the formulas and
 SciPy; numba, c and fortran against numpy), the ELL and SELL-C-sigma containers (exact round trips),
 every matrix-vector product against SciPy, the PCG ladder v0 .. v3 against a direct solve, thread
 counts, and the checked wrappers refusing bad arguments."""

@@ -1,4 +1,4 @@
-"""Lecture 04_openmp, the standalone programs solc and solf: every version v0 .. v3 of the OpenMP
+"""Lecture 03_openmp, the standalone programs solc and solf: every version v0 .. v3 of the OpenMP
 PCG ladder on good INPUT.DAT files (the same iterations and checksum across versions, languages,
 thread counts, and as the Python side), the default arguments and the learners' example file; one
 clear line on stderr and exit status 2 on bad input files and command lines."""
@@ -17,7 +17,7 @@ from course.fem import fvm
 PROGRAMS = [pytest.param("solc", id="c"), pytest.param("solf", id="fortran")]
 NAMES = ("solc", "solf")
 VERSIONS = ("v0", "v1", "v2", "v3")
-EXAMPLE = ROOT / "examples" / "04_openmp" / "INPUT.DAT"
+EXAMPLE = ROOT / "examples" / "03_openmp" / "INPUT.DAT"
 
 pytestmark = pytest.mark.timeout(300)
 

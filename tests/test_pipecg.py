@@ -141,7 +141,7 @@ def test_max_iter_stops_every_variant(spd):
 
 
 def test_row_local_data_tables_match_between_neighbours():
-    """The local data of a matrix distributed by rows (Poisson, 04_openmp): what a rank exports
+    """The local data of a matrix distributed by rows (Poisson, 03_openmp): what a rank exports
     to a neighbour is what that neighbour imports from it, node for node; every column of an
     internal row is local."""
     problem = fvm.poisson(7, 5, 4, lang="numpy", fmt="crs")

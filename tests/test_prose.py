@@ -124,7 +124,7 @@ FIXED_SENTENCES = [
     "{glue:text}`row_bytes_max` bytes per row.",
     "the seed course measured its v3 5% faster than v2 in Fortran {cite:p}`nakajima2022openmp`.",
     "The triad counts 24 bytes per element, and $2 / 12 = 0.17$ flop per byte.",
-    "A $2 \\times 2$ rule, `BENCH_SIZE = 32`, the 2x2x2 Gauss points, lecture `04_openmp`.",
+    "A $2 \\times 2$ rule, `BENCH_SIZE = 32`, the 2x2x2 Gauss points, lecture `03_openmp`.",
 ]
 
 

@@ -1,4 +1,4 @@
-"""Lecture 04_openmp, part c: the race-demonstration kernels. dot_reduction is right with any number
+"""Lecture 03_openmp, part c: the race-demonstration kernels. dot_reduction is right with any number
 of threads (and bit for bit repeatable with two); dot_racy and scalar_race are right with one
 thread. That the racy kernels go wrong with more threads is NOT asserted: a race is not guaranteed
 to show (the notebook counts how often it did)."""

@@ -1,7 +1,7 @@
 """course.grading.race_check: ThreadSanitizer + Archer finds the data races that right results hide, and the
 OMPT work-sharing check sees through num_threads(1), if(0) and a region without a worksharing loop.
 
-The kernels are the course's own (ell_matvec of src_*/04_openmp/spmv.*, pcg_v3 of pcg.*, cut out of
+The kernels are the course's own (ell_matvec of src_*/03_openmp/spmv.*, pcg_v3 of pcg.*, cut out of
 their files) and variants of them with one defect each. Every variant is built once (module-scope
 fixtures; the builds are cached by content hash) and run with 2 threads."""
 
@@ -68,8 +68,8 @@ def line_of(text: str, fragment: str) -> int:
     return number
 
 
-ELL_SOURCE = {"c": "src_c/04_openmp/spmv.c", "fortran": "src_fortran/04_openmp/spmv.f90"}
-CG_SOURCE = {"c": "src_c/04_openmp/pcg.c", "fortran": "src_fortran/04_openmp/pcg.f90"}
+ELL_SOURCE = {"c": "src_c/03_openmp/spmv.c", "fortran": "src_fortran/03_openmp/spmv.f90"}
+CG_SOURCE = {"c": "src_c/03_openmp/pcg.c", "fortran": "src_fortran/03_openmp/pcg.f90"}
 PAR_C = "#pragma omp parallel for schedule(static)"
 PAR_F = "!$omp parallel do schedule(static) private(m, s)"
 

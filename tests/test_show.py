@@ -133,7 +133,7 @@ def test_fortran_continuation_is_valid():
 
 
 def test_source_tabs_show_both_languages():
-    md = show.source_tabs("src_c/04_openmp/spmv.c", "src_fortran/04_openmp/spmv.f90",
+    md = show.source_tabs("src_c/03_openmp/spmv.c", "src_fortran/03_openmp/spmv.f90",
                           "sell_matvec").data
     assert md.startswith("::::{tab-set}") and md.rstrip().endswith("::::")
     assert ":::{tab-item} C\n:sync: c" in md and ":::{tab-item} Fortran\n:sync: fortran" in md
@@ -142,7 +142,7 @@ def test_source_tabs_show_both_languages():
 
 
 def test_diff_tabs_show_what_changes_in_both_languages():
-    md = show.diff_tabs("src_c/04_openmp/pcg.c", "src_fortran/04_openmp/pcg.f90",
+    md = show.diff_tabs("src_c/03_openmp/pcg.c", "src_fortran/03_openmp/pcg.f90",
                         "pcg_v0", "pcg_v1").data
     assert md.count("```diff\n") == 2
     assert re.search(r"^\+ *#pragma omp parallel for", md, re.M) and "+    !$omp parallel do" in md

@@ -3,8 +3,8 @@ ratios in one run (C against Fortran against Numba against SciPy; achieved bandw
 with best-of-N timings from course.timing:
 
     fem          fem1d and fem3d: assembly, CG and SpMV per language (01_fem1d, 02_fem3d)
-    openmp       the OpenMP PCG ladder and the storage formats over a thread sweep (04_openmp)
-    iccg         ICCG for every ordering and color count (03_iccg)
+    openmp       the OpenMP PCG ladder and the storage formats over a thread sweep (03_openmp)
+    iccg         ICCG for every ordering and color count (04_iccg)
     distributed  halo and pipecg: the exchange, reductions and CG variants on 1..P ranks
                  (05_halo, 06_pipecg), each rank count one `mpiexec ... -m course.bench.rank`
     rank         what those ranks measure, run under mpiexec

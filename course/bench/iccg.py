@@ -1,4 +1,4 @@
-"""`python -m course bench iccg` (lecture 03_iccg): ICCG on the Poisson problem for every ordering
+"""`python -m course bench iccg` (lecture 04_iccg): ICCG on the Poisson problem for every ordering
 (natural, RCM, multicolor and CM-RCM over a sweep of colors) and thread count: iterations, colors,
 synchronisations, seconds per iteration, and the bandwidth of one iteration against STREAM."""
 

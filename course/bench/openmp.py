@@ -1,4 +1,4 @@
-"""`python -m course bench openmp` (lecture 04_openmp): the OpenMP PCG ladder v0 .. v3 and the SpMV
+"""`python -m course bench openmp` (lecture 03_openmp): the OpenMP PCG ladder v0 .. v3 and the SpMV
 in CRS, ELL and SELL-C-sigma over a thread sweep, against the STREAM triad at each thread count,
 and what the source measured on A64FX."""
 
@@ -34,7 +34,7 @@ export OMP_PLACES=cores OMP_PROC_BIND=spread
 numactl --localalloc .venv/bin/python -m course bench openmp --json local.json
 numactl --interleave=all .venv/bin/python -m course bench openmp --json spread.json
 # the program, v0 then v1, v2, v3 (32^3 cells; 128 128 128 on line 1 for the seed's size):
-OMP_NUM_THREADS=48 build/native/release/bin/solf examples/04_openmp/INPUT.DAT v0"""
+OMP_NUM_THREADS=48 build/native/release/bin/solf examples/03_openmp/INPUT.DAT v0"""
 
 
 def numa_note(topo: dict) -> str:

@@ -26,7 +26,7 @@ from .jobscript import JobRequest
 
 ROOT = jobscript.ROOT
 RECORD = ROOT / "examples" / "07_cluster" / "recorded_slurm.json"
-INPUT_04 = "examples/04_openmp/INPUT.DAT"
+INPUT_03 = "examples/03_openmp/INPUT.DAT"
 BATCH_NOTEBOOK = "notebooks/01_fem1d_b_solve_and_verify.ipynb"
 
 
@@ -37,7 +37,7 @@ def requests(folder: Path, cpus: int) -> dict[str, JobRequest]:
     two_ranks.write_text("\n".join(lines[:-1] + ["2 1 1           PX PY PZ"]) + "\n")
     common = dict(cores_per_node=cpus, time="00:05:00")
     return {
-        "openmp": JobRequest(program=["solc", INPUT_04], threads=min(2, cpus), name="openmp",
+        "openmp": JobRequest(program=["solc", INPUT_03], threads=min(2, cpus), name="openmp",
                              **common),
         "mpi": JobRequest(program=["fem3d_mpi_c", str(two_ranks)], ranks_per_node=2,
                           name="mpi", **common),

@@ -1,4 +1,4 @@
-"""Finite volumes for -div(grad phi) = f on a box of NX x NY x NZ cells (lecture 04_openmp).
+"""Finite volumes for -div(grad phi) = f on a box of NX x NY x NZ cells (lecture 03_openmp).
 
 Cell (i, j, k) has the number c = i + NX (j + NY k) and the centre ((i + 1/2) DX, (j + 1/2) DY,
 (k + 1/2) DZ). Two neighbouring cells are coupled by the face area over the distance of their

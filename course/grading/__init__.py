@@ -2,12 +2,12 @@
 and nbgrader's customisation. One module per concern or per exercise:
 
     exercise       a learner's C or Fortran kernel compiled and run in a child process (01, 02,
-                   04): values, crashes, endless loops; the course's references blocked while a
+                   03): values, crashes, endless loops; the course's references blocked while a
                    learner's code runs (references_blocked), the course's versions of earlier
                    tasks provided (provided)
     race_check     the OpenMP kernels of 03 and 04 under ThreadSanitizer + Archer, and under an
                    OMPT tool that counts the parallel regions and each thread's work
-    iccg           exercise 03: the multicoloring, the colored IC(0) substitution, incompatible
+    iccg           exercise 04: the multicoloring, the colored IC(0) substitution, incompatible
                    nodes
     halo           exercise 05: the local tables, and the halo exchange run under mpiexec by
                    halo_driver (its messages to the learner: halo_messages), the MPI calls
@@ -112,7 +112,7 @@ def readiness() -> dict[str, tuple[str, str]]:
         return ("no", "; ".join(found)) if found else ("fully", "")
 
     result = {"01_fem1d": verdict(compilers), "02_fem3d": verdict(compilers),
-              "03_iccg": verdict(compilers, races), "04_openmp": verdict(compilers, races),
+              "03_openmp": verdict(compilers, races), "04_iccg": verdict(compilers, races),
               "05_halo": verdict(compilers, mpi), "06_pipecg": verdict(compilers, mpi)}
     result["07_cluster"] = (("partly", f"the OpenMP job script is checked by its rules, not run "
                                        f"on a local Slurm: {slurm}") if slurm else ("fully", ""))

@@ -6,7 +6,7 @@ instead of killing the notebook's kernel (and with it the grading of every later
 
     check_crs_matvec("crs_matvec.c", "c")              # raises AssertionError if it is wrong
 
-OpenMP kernels (lecture 04_openmp) are compiled with -fopenmp and run in the child process with a
+OpenMP kernels (lecture 03_openmp) are compiled with -fopenmp and run in the child process with a
 given number of threads (OMP_NUM_THREADS in the child's environment), several times if asked.
 
 A failed check speaks the learner's language: rows and entries are 0-based (y[3]) for C and 1-based
@@ -470,7 +470,7 @@ def check_fem3d_assemble(source: str | Path, lang: str, seeds=(1,), sizes=((1, 1
     assert status == -2, f"fem3d_assemble returned {status} for a mesh whose {inverted}"
 
 
-# --- lecture 04_openmp: the ELL product and a CG in one parallel region, with several threads ---
+# --- lecture 03_openmp: the ELL product and a CG in one parallel region, with several threads ---
 
 ELL_WIDTH = native.ELL_WIDTH
 # Threads that wait at a barrier sleep instead of spinning: with more threads than free cores (a
@@ -609,7 +609,7 @@ def check_race_free_cg(source: str | Path, lang: str, sizes=((6, 5, 4),),
                        threads=(1, 2, 3, 4, 8), repeat: int = 10, eps: float = 1e-8,
                        timeout: float = 20.0) -> None:
     """Check the learner's cg_single_region (the signature of pcg_v3 in src_c/include/course.h
-    and src_fortran/04_openmp/pcg.f90: C 0-based, Fortran 1-based columns), compiled with
+    and src_fortran/03_openmp/pcg.f90: C 0-based, Fortran 1-based columns), compiled with
     OpenMP, on Poisson problems: with each number of threads, `repeat` runs in one child process
     must all take as many iterations as the course's pcg_ladder v3 in the same language and give
     its solution (rtol 1e-10) with a relative residual <= eps; with 1 and 2 threads the runs must

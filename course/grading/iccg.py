@@ -1,4 +1,4 @@
-"""The checks of the exercise of lecture 03_iccg (solutions/03_iccg): a greedy multicoloring in
+"""The checks of the exercise of lecture 04_iccg (solutions/04_iccg): a greedy multicoloring in
 Python, the colored IC(0) substitution `ic0_apply` in C or Fortran with OpenMP, and the number of
 incompatible nodes of a coloring.
 
@@ -329,7 +329,7 @@ def colored(graph: Graph, how: str, target_colors: int, seed: int) -> Colored:
 
 def check_ic0_apply(source, lang: str, cases: list[Colored], threads=(1, 2, 3, 4),
                     timeout: float = 10.0) -> None:
-    """The learner's ic0_apply (signature of src_c/03_iccg/ic0.c), compiled with OpenMP, run
+    """The learner's ic0_apply (signature of src_c/04_iccg/ic0.c), compiled with OpenMP, run
     with each number of threads on each case: z = M^-1 r to 1e-10 of the NumPy reference, and
     bitwise the same z for every number of threads. AssertionError naming the case, the threads
     and the first wrong entry (in the learner's index base)."""

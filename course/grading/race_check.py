@@ -1,4 +1,4 @@
-"""Two checks of a learner's OpenMP kernel that right results cannot fool (lecture 04_openmp).
+"""Two checks of a learner's OpenMP kernel that right results cannot fool (lecture 03_openmp).
 
 A kernel with a data race often gives the right numbers: a shared accumulator that the compiler
 keeps in a register, a parallel region in which every thread computes every row (all write the same
@@ -25,7 +25,7 @@ values), a reset of a shared scalar done by every thread. A kernel made serial w
   omp_get_num_threads() as its loops (the file is compiled at -O0 for this run, where gfortran
   calls it once per loop; iterations: unknown). The tool also counts the outermost regions of the
   call, all of them (gfortran's GOMP_parallel goes through libomp: counted alike): a kernel whose
-  task is ONE parallel region (the CG of 04, the colored substitution of 03) but that opens one
+  task is ONE parallel region (the CG of 03, the colored substitution of 04) but that opens one
   per loop is right and race-free, and only this count tells (check_work_sharing(regions=1)).
 
     races = data_races("ell_matvec.c", "c", "ell_matvec", [n, d, item, amat, x, y])
@@ -845,7 +845,7 @@ def region_problem(count: int, lang: str, kernel: str, threads: int, advice: str
     return (f"{kernel} opened {count} parallel regions in one call (OMP_NUM_THREADS={threads}), "
             f"where the task asks for one. Every parallel region is a fork and a join: the "
             f"threads are woken up at its start, and all of them wait for the last one at its end. "
-            f"That cost does not shrink with the loop (lecture 04_openmp, part 3: \"What a "
+            f"That cost does not shrink with the loop (lecture 03_openmp, part 3: \"What a "
             f"parallel region costs\"), and {count} regions pay it {count} times. Open one region, "
             f"{how[0]}, around all of the kernel's loops, and share each loop inside it with "
             f"{how[1]} instead of {how[2]} (the implied barrier at the end of each worksharing "
@@ -908,7 +908,7 @@ def check_work_sharing(source: str | Path, lang: str, kernel: str, args: list,
     return report
 
 
-# --- the checks of exercise 04_openmp, ready to call ----------------------------------------------
+# --- the checks of exercise 03_openmp, ready to call ----------------------------------------------
 
 ELL_NAMES = ("n", "d", "item_ell", "amat_ell", "x", "y")
 CG_NAMES = ("n", "d", "item_ell", "amat_ell", "b", "x", "eps", "max_iter", "relres")

@@ -6,7 +6,7 @@ data, halo exchange and the distributed problems, one module per concern:
     halo         the halo exchange over MPI, four ways (p2p, persistent, neighbour collective,
                  the naive Allgather) and the exchange of message sizes (all-to-all vs neighbours)
     fem3d        the 3D heat-conduction problem of 02_fem3d assembled and solved on P ranks
-    poisson      the finite-volume Poisson problem of 04_openmp on P ranks
+    poisson      the finite-volume Poisson problem of 03_openmp on P ranks
     explicit     explicit heat steps: a halo exchange per step, nothing global
     reductions   the global sums of the distributed CG, blocking or with MPI_Iallreduce
     model        the performance model of 06_pipecg (reductions against the SpMV and the halo)

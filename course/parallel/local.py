@@ -145,7 +145,7 @@ def local_data(mesh: BoxMesh, owner, rank: int, depth: int = 1) -> LocalData:
 
 def row_local_data(row_ptr, col_idx, owner, rank: int) -> LocalData:
     """The local data of `rank` for a matrix distributed by rows (no elements: the rows come
-    assembled, e.g. the finite-volume Poisson problem of 04_openmp): the external nodes are the
+    assembled, e.g. the finite-volume Poisson problem of 03_openmp): the external nodes are the
     columns of the internal rows that other ranks own, grouped by owner and ascending, and rank q
     needs the internal nodes that are columns of its rows (the pattern must be symmetric), in
     ascending order. The same tables as local_data for a mesh, with empty element lists."""

@@ -1,4 +1,4 @@
-"""The finite-volume Poisson problem of 04_openmp on P MPI ranks (lecture 06_pipecg).
+"""The finite-volume Poisson problem of 03_openmp on P MPI ranks (lecture 06_pipecg).
 
 The nx x ny x nz cells are partitioned like the nodes of 05_halo: the cell centres form a lattice
 of nx x ny x nz points, the nodes of a box of (nx-1) x (ny-1) x (nz-1) elements, so that blocks

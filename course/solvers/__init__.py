@@ -5,9 +5,9 @@ concern:
              path with pluggable matvec, preconditioner and global reductions: the serial solver
              is the one-process case of the distributed one (lectures 01, 02, 05, 06)
     jacobi   Jacobi-preconditioned CG on a CRS matrix: NumPy (krylov), Numba, C and Fortran
-    ladder   the OpenMP PCG ladder v0 .. v3 of lecture 04_openmp
-    iccg     IC(0), the colored substitutions and ICCG of lecture 03_iccg
-    ordering the orderings of 03_iccg: RCM, multicolor, CM-RCM (NCOLORtot), the permutation of a
+    ladder   the OpenMP PCG ladder v0 .. v3 of lecture 03_openmp
+    iccg     IC(0), the colored substitutions and ICCG of lecture 04_iccg
+    ordering the orderings of 04_iccg: RCM, multicolor, CM-RCM (NCOLORtot), the permutation of a
              matrix and its checks (valid coloring, incompatible nodes)
     team     Numba threads as one team in one parallel region (static chunks, a barrier), for
              the Numba ICCG

@@ -1,4 +1,4 @@
-"""IC(0)-preconditioned CG (lecture 03_iccg): the factorisation, the colored substitutions and the
+"""IC(0)-preconditioned CG (lecture 04_iccg): the factorisation, the colored substitutions and the
 solve, in numpy (the reference), numba, c and fortran.
 
 IC(0) is the Cholesky factorisation with no fill-in: the factor keeps the pattern of A's lower
@@ -49,7 +49,7 @@ from .krylov import SolveResult, krylov
 
 ICCG_LANGS = ("numpy", "numba", "c", "fortran")
 
-# Barriers of one iteration of the compiled ICCG (src_c/03_iccg/iccg.c) outside the substitutions:
+# Barriers of one iteration of the compiled ICCG (src_c/04_iccg/iccg.c) outside the substitutions:
 # p = z + beta p; q = A p; (p, q); x, r update; (r, r) and (r, z) -- each an `omp for` with its
 # implied barrier -- and the `omp single` that turns the sums into alpha and beta. The two
 # substitutions add one barrier per color each. The Numba team (_iccg_thread) has no omp single,
@@ -197,7 +197,7 @@ def _forward_row(i, lower_ptr, lower_col, fac_lower, inv_diag, r, z):
 
 @numba.njit(inline="always")
 def _forward(thread, nthreads, sync, color_ptr, lower_ptr, lower_col, fac_lower, inv_diag, r, z):
-    """z = (D + L)^-1 r by one thread of the team (course.solvers.team), as src_c/03_iccg/ic0.c:
+    """z = (D + L)^-1 r by one thread of the team (course.solvers.team), as src_c/04_iccg/ic0.c:
     color by color, the thread's static chunk of the color's rows, a barrier after each color.
     One color: thread 0 alone does the sequential sweep (C's omp single). Times 1/d, not / d."""
     ncolor = color_ptr.shape[0] - 1
@@ -369,7 +369,7 @@ def _split_matvec(first, end, diag, lower_ptr, lower_col, lower_val, upper_ptr, 
 def _iccg_thread(thread, nthreads, sync, partial, color_ptr, diag, lower_ptr, lower_col,
                  lower_val, upper_ptr, upper_col, upper_val, fac_diag, fac_lower, fac_upper, b,
                  x, r, z, p, q, inv_diag, eps, max_iter, out):
-    """One thread's share of src_c/03_iccg/ic0.c's iccg, operation for operation (so the same
+    """One thread's share of src_c/04_iccg/ic0.c's iccg, operation for operation (so the same
     iterations): its static chunk of every loop, the team's barriers where C has its implied
     ones. The sums (team.team_sum) are added by every thread, where C adds them once in an
     omp single: 2 colors + 4 barriers per iteration, against C's 2 colors + 6."""

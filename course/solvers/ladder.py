@@ -1,4 +1,4 @@
-"""Lecture 04_openmp: the OpenMP PCG ladder v0 .. v3 (diagonal-scaled CG on course.fem.fvm's
+"""Lecture 03_openmp: the OpenMP PCG ladder v0 .. v3 (diagonal-scaled CG on course.fem.fvm's
 Poisson)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from .krylov import SolveResult
 #   v2  ELL (6 per row): the same inner trip count in every row
 #   v3  ELL, one parallel region per iteration (C and Fortran only: Numba opens a parallel
 #       region for every prange loop and has no construct to keep one open across loops; lecture
-#       03's ICCG builds one by hand, course.solvers.team)
+#       04's ICCG builds one by hand, course.solvers.team)
 
 LADDER = native.LADDER
 LADDER_LANGS = {"v0": ("numba", "c", "fortran"), "v1": ("numba", "c", "fortran"),

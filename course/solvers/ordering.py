@@ -1,4 +1,4 @@
-"""Orderings of the unknowns for the colored (parallel) IC(0) substitution (lecture 03_iccg).
+"""Orderings of the unknowns for the colored (parallel) IC(0) substitution (lecture 04_iccg).
 
 The forward substitution of IC(0), z_i = (r_i - sum_{j < i} l_ij z_j) / d_i, needs every earlier
 coupled unknown first: a data dependency from row to row. Unknowns that are not coupled to each
@@ -32,7 +32,7 @@ Nakajima's ordering lectures, not from the seeds): unknowns with no coupled unkn
 them, i.e. empty rows of the strict lower triangle. IC(0) leaves their diagonal unmodified; the more
 there are, the weaker the preconditioner (MC: every unknown of the first color is one).
 
-The same orderings are written in C and Fortran (src_*/03_iccg/ordering.*) so that the standalone
+The same orderings are written in C and Fortran (src_*/04_iccg/ordering.*) so that the standalone
 programs stand alone; `order(..., lang=)` runs any of them and the tests check they agree.
 """
 

@@ -2,7 +2,7 @@
 
 Numba opens a parallel region for every `prange` loop: the threads are woken, handed their chunks
 and waited for, about a microsecond or two each time. An ICCG iteration has 2 colors + 6 loops,
-so with many colors Numba spent more time opening regions than computing (lecture 03_iccg). Here
+so with many colors Numba spent more time opening regions than computing (lecture 04_iccg). Here
 one `prange` over the threads opens a single region for a whole solve, and inside it each thread
 does by hand what an orphaned `omp for schedule(static)` does for C:
 

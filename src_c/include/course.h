@@ -56,7 +56,7 @@ int fem3d_assemble(int n_elem, const int *restrict elements, const double *restr
 void fem3d_face_flux(int n_face, const int *restrict faces, const double *restrict xyz,
                      double qflux, double *restrict rhs);
 
-/* ---- 04_openmp (finite-volume Poisson problem, 7-point stencil; the OpenMP ladder) ---------- */
+/* ---- 03_openmp (finite-volume Poisson problem, 7-point stencil; the OpenMP ladder) ---------- */
 /* Cell (i, j, k) of an NX x NY x NZ box is c = i + NX (j + NY k). The matrix is stored as its
  * diagonal d[N] plus the OFF-DIAGONAL part only: CRS (index[N+1], item, amat; 2 ((NX-1) NY NZ +
  * NX (NY-1) NZ + NX NY (NZ-1)) entries) or ELL (item_ell, amat_ell: 6 per row, row-major, short
@@ -99,7 +99,7 @@ void sell_matvec(int n, int chunk, const double *restrict d, const int *restrict
 /* omp_set_num_threads(n): the threads of the next parallel regions */
 void course_set_threads(int n);
 
-/* ---- 04_openmp/race.c (data races ON PURPOSE, for the lecture; see the comments there) ------- */
+/* ---- 03_openmp/race.c (data races ON PURPOSE, for the lecture; see the comments there) ------- */
 /* a . b with a race: every thread adds into one shared sum without a reduction (WRONG). */
 double dot_racy(int n, const double *restrict a, const double *restrict b);
 /* out[k] = a . b for k < rounds, in one parallel region where every thread zeroes the shared

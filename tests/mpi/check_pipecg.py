@@ -4,7 +4,7 @@
 rank 0 checks it against the serial solve, the iterations against PCG's, the reductions counted
 per iteration against what the variant promises, and blocking against non-blocking; then MPI_Test
 calls inside the SpMV (progress) must leave the pipelined iterates bitwise unchanged; and the
-Poisson problem of 04_openmp, distributed by rows, equals a direct solve. An assertion
+Poisson problem of 03_openmp, distributed by rows, equals a direct solve. An assertion
 on any rank aborts the whole job (python -m mpi4py). Prints one line per variant from rank 0."""
 
 import os
@@ -82,7 +82,7 @@ assert plain.iterations == chunked.iterations and np.array_equal(plain.x, chunke
 if rank == 0:
     sys.stdout.write(f"progress ok: {tests} MPI_Test calls\n")
 
-# the Poisson problem of 04_openmp by rows: every variant against a direct solve
+# the Poisson problem of 03_openmp by rows: every variant against a direct solve
 cells = (nx + 2, ny + 1, nz)
 if rank == 0:
     import scipy.sparse
