@@ -114,8 +114,10 @@ def _plain_cell(nb, startswith: str, new: str):
 # Per exercise: the points of each graded cell, and two broken solutions — a Python function
 # that never returns, and C code that segfaults — with the graded cell each one must lose. The
 # endless loop sleeps instead of spinning: what is tested is that a cell that never ends is stopped
-# (by the same interrupt) and costs only its task, and a spinning loop would take a core from the
-# other test worker for the whole cell timeout, eight times. For each case:
+# (by nbgrader's interrupt at CELL_TIMEOUT) and costs only its task, and a spinning loop would take
+# a core from the other test worker for the whole cell timeout. Every exercise has a segfault; the
+# endless loop, which costs a whole CELL_TIMEOUT of waiting, is graded in 01 (a serial task) and 05
+# (beside MPI tasks), the same interrupt in any notebook. For each case:
 # (grade_id of the solution cell, text in it, what replaces that text, test that loses its points).
 # An exercise without compiled code (07_cluster) has instead "wrong": typical wrong answers, a few
 # per submission, each in another task: {student: ([(grade_id, text, replacement), ...], tests that
@@ -161,8 +163,6 @@ EXERCISES = {
     "02_fem3d": {
         "points": {"test_shape_derivatives": 2, "test_jacobian_and_gradients": 2,
                    "test_element_matrix": 3, "test_fem3d_assemble": 3},
-        "endless_loop": ("element_matrix", "g = 1.0 / np.sqrt(3.0)",
-                         FOREVER, "test_element_matrix"),
         "segfault": ("fem3d_assemble_c", "rhs[node[a]] += fe[a];",
                      "rhs[node[a]] += fe[a];\n            *(volatile double *)0 = fe[a];",
                      "test_fem3d_assemble"),
@@ -197,9 +197,6 @@ EXERCISES = {
     "04_iccg": {
         "points": {"test_multicolor": 4, "test_ic0_apply": 4, "test_incompatible_nodes": 2},
         # (not in multicolor: the ungraded part 4 runs it too, and would wait out a second timeout)
-        "endless_loop": ("incompatible_nodes", "    n = len(ptr) - 1\n",
-                         "    n = len(ptr) - 1\n    " + FOREVER + "\n",
-                         "test_incompatible_nodes"),
         "segfault": ("ic0_apply_c", "                z[i] = s / fac_diag[i];",
                      "                z[i] = s / fac_diag[i];\n"
                      "                *(volatile double *)0 = s;", "test_ic0_apply"),
@@ -324,8 +321,6 @@ EXERCISES = {
     },
     "03_openmp": {
         "points": {"test_crs_to_ell": 3, "test_ell_matvec": 4, "test_race_free_cg": 3},
-        "endless_loop": ("crs_to_ell", "for i in range(n):",
-                         FOREVER + "\n    for i in range(n):", "test_crs_to_ell"),
         "segfault": ("ell_matvec_c", "y[i] = s;", "y[i] = s;\n        *(volatile double *)0 = s;",
                      "test_ell_matvec"),
         "references": ("from_crs",),
@@ -568,8 +563,6 @@ EXERCISES = {
     },
     "06_pipecg": {
         "points": {"test_next_alpha": 3, "test_chronopoulos_gear": 5},
-        "endless_loop": ("next_alpha", "beta = gamma_new / gamma",
-                         FOREVER, "test_next_alpha"),
         # the solver runs under mpiexec: a crashing rank ends that job, not the grading
         "segfault": ("chronopoulos_gear_c", "    free(work);",
                      "    free(work);\n    *(volatile double *)0 = x[0];",
@@ -851,6 +844,17 @@ def test_feedback_is_written(graded):
     if "segfault" in graded["cases"]:
         text = (graded["feedback"] / "broken" / graded["key"] / html).read_text()
         assert "SIGSEGV" in text, "the learner should be told that the kernel crashed"
+
+
+def test_a_demonstration_is_not_run_while_grading(graded):
+    """05's not-graded distributed solve with the learner's exchange waited for a deadlocking
+    exchange until the cell timeout in every wrong submission: while nbgrader grades it is skipped,
+    and says so (course.grading.autograding)."""
+    if graded["key"] != "05_halo":
+        pytest.skip("the demonstration that autograding skips is in 05_halo")
+    for student in graded["scores"]:
+        if student != "untouched":
+            assert "not run while the exercise is graded" in _feedback_text(graded, student), student
 
 
 def _feedback_text(graded, student) -> str:

@@ -33,6 +33,7 @@ Solution regions in such cells are delimited by comments: `/* ### BEGIN SOLUTION
 `! ### BEGIN SOLUTION` in Fortran (nbgrader only looks for "BEGIN SOLUTION" in the line).
 """
 
+import os
 import re
 import shutil
 from pathlib import PurePath
@@ -85,6 +86,13 @@ class HideHiddenTests(NbGraderPreprocessor):      # (nbgrader's: enabled by defa
 # the seconds a cell may run before nbgrader interrupts it and the cell loses its points (endless
 # loops), in autograding and in a learner's Validate alike (nbgrader_config.py, the learner copy's)
 CELL_TIMEOUT = 60
+
+
+def autograding() -> bool:
+    """True while nbgrader's autograder runs the notebook (it sets NBGRADER_EXECUTION; a
+    learner's Validate sets "validate"): a cell that earns no points, a demonstration, may then
+    skip its work, which a wrong answer can make last until CELL_TIMEOUT."""
+    return os.environ.get("NBGRADER_EXECUTION") == "autograde"
 
 
 def readiness() -> dict[str, tuple[str, str]]:
