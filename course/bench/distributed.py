@@ -282,16 +282,22 @@ def summary_pipecg(results: dict) -> str:
 
 def plot_pipecg(results: dict, path=None):
     """One panel per rank count: stacked seconds per iteration of every variant (-i:
-    MPI_Iallreduce, +t: with MPI_Test calls in the SpMV); and the Allreduce latencies."""
+    MPI_Iallreduce, +t: with MPI_Test calls in the SpMV); and the Allreduce latencies. Two panels
+    to a row, so that the figure keeps readable labels at the width of a book's column."""
     import matplotlib.pyplot as plt
     import numpy as np
 
     runs = results["runs"]
-    fig, ax = plt.subplots(1, len(runs) + 1, figsize=(4.2 * (len(runs) + 1), 4.6),
-                           squeeze=False)
+    panels = len(runs) + 1
+    cols = min(panels, 2)
+    rows = -(-panels // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.8 * cols, 4.2 * rows + 0.6), squeeze=False)
+    ax = axes.ravel()
+    for unused in ax[panels:]:
+        unused.set_visible(False)
     parts = (("spmv_s", "local SpMV"), ("halo_s", "halo"), ("allreduce_s", "reductions"),
              ("rest_s", "vectors, M^-1, dots"))
-    for a, run in zip(ax[0], runs):
+    for a, run in zip(ax, runs):
         labels = [f"{v['algorithm'][:5]}{'-i' if v['iallreduce'] else ''}"
                   f"{'+t' if v.get('progress_chunks', 1) > 1 else ''}" for v in run["variants"]]
         bottom = np.zeros(len(labels))
@@ -300,21 +306,23 @@ def plot_pipecg(results: dict, path=None):
             a.bar(labels, height, bottom=bottom, label=label)
             bottom += height
         a.set_title(f"P = {run['ranks']}" + (" (oversubscribed)" if run["oversubscribed"]
-                                             else ""))
-        a.set_ylabel("microseconds per iteration")
-        a.tick_params(axis="x", rotation=60)
-    ax[0, 0].legend(fontsize=8)
-    a = ax[0, -1]
+                                             else ""), fontsize=12)
+        a.set_ylabel("microseconds per iteration", fontsize=11)
+        a.tick_params(axis="x", rotation=45, labelsize=10)
+    a = ax[len(runs)]
     ranks = [r["ranks"] for r in runs]
     for key, label in (("one_double_s", "1 double"), ("three_doubles_s", "3 doubles"),
                        ("three_single_calls_s", "3 calls of 1")):
         a.plot(ranks, [r["allreduce"][key] * 1e6 for r in runs], "o-", label=label)
     a.set_xticks(ranks)
-    a.set_xlabel("ranks"), a.set_ylabel("microseconds"), a.set_title("MPI_Allreduce")
-    a.legend(fontsize=8)
+    a.set_xlabel("ranks", fontsize=11), a.set_ylabel("microseconds", fontsize=11)
+    a.set_title("MPI_Allreduce", fontsize=12)
+    a.legend(fontsize=10)
+    handles, names = ax[0].get_legend_handles_labels()     # the parts, below the panels
+    fig.legend(handles, names, loc="lower center", ncol=len(parts), fontsize=11)
     fig.suptitle(f"bench pipecg: n = {results['n']} ({results['partition']}), "
-                 f"{results['cores']} cores", fontsize=12)
-    fig.tight_layout()
+                 f"{results['cores']} cores", fontsize=13)
+    fig.tight_layout(rect=(0, 0.5 / (4.2 * rows + 0.6), 1, 1))
     if path:
         fig.savefig(path, dpi=150)
         plt.close(fig)
