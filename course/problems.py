@@ -143,6 +143,14 @@ def fem3d(nx: int = 8, ny: int = 8, nz: int = 8, lang: str = "numpy", manufactur
     return out
 
 
+def _threads_used(lang: str, threads: int | None) -> int:
+    """Set the threads of `lang` when given; the threads its kernels will use."""
+    if threads is not None:
+        resources.set_threads(lang, threads)
+        return int(threads)
+    return numba.get_num_threads() if lang == "numba" else resources.threads_for(lang)
+
+
 def poisson(nx: int = 32, ny: int = 32, nz: int = 32, version: str = "v3", fmt: str | None = None,
             lang: str = "c", threads: int | None = None, tol: float = 1e-8,
             input_file=None, dx: float = 1.0, dy: float = 1.0, dz: float = 1.0,
@@ -169,9 +177,7 @@ def poisson(nx: int = 32, ny: int = 32, nz: int = 32, version: str = "v3", fmt: 
     resources.check_memory(POISSON_BYTES_PER_CELL * float(nx) * ny * nz,
                  f"poisson on {nx} x {ny} x {nz} cells")
     tol = native.check_real(tol, "tol", positive=True)
-    if threads is not None:
-        resources.set_threads(lang, threads)
-    used = numba.get_num_threads() if lang == "numba" else (threads or resources.threads_for(lang))
+    used = _threads_used(lang, threads)
     solve_fmt = "crs" if version in ("v0", "v1") else "ell"
     if warm_up:
         small = fvm.poisson(2, 2, 2, lang=lang, fmt=solve_fmt, parallel=version != "v0")
@@ -205,13 +211,6 @@ def poisson(nx: int = 32, ny: int = 32, nz: int = 32, version: str = "v3", fmt: 
 # --- ICCG with a reordering (lecture 04): `solve poisson|fem3d --precond ic0` -------------------
 
 ICCG_LANGS = ("c", "fortran", "numba", "numpy")
-
-
-def _iccg_threads(lang: str, threads: int | None) -> int:
-    if threads is not None:
-        resources.set_threads(lang, threads)
-        return int(threads)
-    return numba.get_num_threads() if lang == "numba" else resources.threads_for(lang)
 
 
 def solve_ordered(a: CRS, b: np.ndarray, ordering_name: str = "natural", colors: int | None = None,
@@ -258,7 +257,7 @@ def poisson_iccg(nx: int = 32, ny: int = 32, nz: int = 32, ordering_name: str = 
     resources.check_memory(2 * POISSON_BYTES_PER_CELL * float(nx) * ny * nz,
                           f"poisson on {nx} x {ny} x {nz} cells")
     tol = native.check_real(tol, "tol", positive=True)
-    used = _iccg_threads(lang, threads)
+    used = _threads_used(lang, threads)
     t0 = time.perf_counter()
     problem = fvm.poisson(nx, ny, nz, dx, dy, dz, lang="numba" if lang == "numpy" else lang)
     a = problem.full_crs()
@@ -293,7 +292,7 @@ def fem3d_iccg(nx: int = 8, ny: int = 8, nz: int = 8, ordering_name: str = "natu
     box = mesh.box_mesh(nx, ny, nz)
     resources.check_memory(2 * FEM3D_BYTES_PER_NODE * box.n_node,
                           f"fem3d on {box.nx} x {box.ny} x {box.nz} elements")
-    used = _iccg_threads(lang, threads)
+    used = _threads_used(lang, threads)
     t0 = time.perf_counter()
     exact, _ = assembly.fem3d_model_exact(box, fixed_face, cond, qvol, qflux)
     asm_lang = "numba" if lang == "numpy" else lang

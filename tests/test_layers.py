@@ -73,12 +73,6 @@ def within(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
-def arrows(edges, source_test, target_test) -> list[str]:
-    return [f"{file}:{line}: {source} imports {target}"
-            for source, targets in edges.items() if source_test(source)
-            for target, line, file in targets if target_test(target)]
-
-
 def layer_of(name: str) -> tuple[int, str]:
     """(index of the layer, the package of that layer that holds module `name`)."""
     for index, packages in enumerate(LAYERS):

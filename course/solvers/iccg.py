@@ -59,8 +59,8 @@ CG_BARRIERS_PER_ITERATION = {"c": 6, "fortran": 6, "numpy": 6, "numba": 4}
 
 def synchronisations_per_iteration(colors: int, lang: str = "c") -> int:
     """Barriers of one ICCG iteration: one per color in each substitution plus the CG's own
-    (CG_BARRIERS_PER_ITERATION: those of C and Fortran, and of numpy, which
-    runs on one thread; the Numba team has two fewer)."""
+    (CG_BARRIERS_PER_ITERATION: those of C and Fortran, and of numpy, which runs on one thread;
+    the Numba team has two fewer)."""
     return 2 * colors + CG_BARRIERS_PER_ITERATION[lang]
 
 
