@@ -99,6 +99,20 @@ def test_metis_is_balanced_deterministic_and_cuts_little():
     assert np.array_equal(part.metis_partition(mesh, 1), np.zeros(mesh.n_node))
 
 
+def test_metis_parts_are_numbered_by_their_first_node_in_every_process():
+    owner = part.metis_partition(MESH, 4)
+    first = [int(np.flatnonzero(owner == p)[0]) for p in range(4)]
+    assert first == sorted(first) and first[0] == 0, first
+    swapped = np.array([2, 0, 3, 1], dtype=np.int32)[owner]
+    assert np.array_equal(part.numbered_by_first_node(swapped), owner)
+    other_process = run(
+        [PYTHON, "-c", "import sys; from course.parallel.partition import metis_partition;"
+         f" from course.fem.mesh import box_mesh; sys.stdout.write(metis_partition("
+         f"box_mesh({MESH.nx}, {MESH.ny}, {MESH.nz}), 4).tobytes().hex())"],
+        cwd=ROOT, check=True)
+    assert bytes.fromhex(other_process.stdout) == owner.tobytes()
+
+
 def test_node_graph_is_the_pattern_without_diagonal():
     xadj, adjncy = part.node_graph(MESH)
     row_ptr, _ = assembly.fem3d_pattern_numpy(MESH)
