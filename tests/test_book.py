@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from urllib.parse import unquote, urlparse
+
 import pytest
 import yaml
 
@@ -91,6 +93,44 @@ def test_no_remote_scripts_or_styles(book):
     assert (book / "_static" / "mathjax" / "tex-chtml.js").exists(), "MathJax is not bundled"
 
 
+PAGE_WIDTH = 1280          # px: a laptop's browser window, where the book's column is ~690 px
+SMALLEST_TEXT_PX = 9.0     # px: the smallest text of a figure, as drawn on such a page
+
+
+def smallest_text_px(svg: str, drawn_width: float) -> float:
+    """The size in px of the smallest text of a matplotlib SVG drawn `drawn_width` px wide.
+    course.show draws text as outlines: each string is a group scaled by its font size in pt
+    / 100, in a drawing whose width attribute is in pt."""
+    width_pt = float(re.search(r'<svg[^>]*\bwidth="([\d.]+)pt"', svg).group(1))
+    sizes = [100 * float(s) for s in re.findall(r"scale\(([\d.]+) -\1\)", svg)]
+    return min(sizes, default=float("inf")) * drawn_width / width_pt
+
+
+def test_the_text_size_check_finds_small_labels():
+    import matplotlib
+    matplotlib.use("Agg")
+    import io
+
+    import matplotlib.pyplot as plt
+
+    from course import show
+    show.setup()
+
+    def drawn(width_in, fontsize):
+        fig, ax = plt.subplots(figsize=(width_in, 3))
+        ax.plot([0, 1], [0, 1], label="a line")
+        ax.legend(fontsize=fontsize)
+        out = io.StringIO()
+        fig.savefig(out, format="svg")
+        plt.close(fig)
+        natural = width_in * 96                       # pt -> px
+        return smallest_text_px(out.getvalue(), min(natural, 690.0))
+
+    assert drawn(6, 10) == pytest.approx(10 * 4 / 3, rel=0.02)      # fits: drawn at its size
+    assert drawn(16, 8) < SMALLEST_TEXT_PX                           # the review's 4-panel case
+    assert drawn(10, 10) >= SMALLEST_TEXT_PX
+
+
 def _chromium() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if shutil.which(name):
@@ -106,7 +146,7 @@ def test_page_renders_offline_in_a_browser(book, page):
     errors, remote_requests = [], []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
-        ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+        ctx = browser.new_context(viewport={"width": PAGE_WIDTH, "height": 900})
         # offline: anything that is not a file of the book is refused and recorded
         ctx.route(re.compile(r"^(?!file:).*"),
                   lambda route: (remote_requests.append(route.request.url), route.abort()))
@@ -119,7 +159,9 @@ def test_page_renders_offline_in_a_browser(book, page):
         math = pg.locator("mjx-container").count()
         math_errors = pg.locator("mjx-merror").count()
         images = pg.evaluate("""() => Array.from(document.images).map(
-            img => ({src: img.src, ok: img.complete && img.naturalWidth > 0}))""")
+            img => ({src: img.src, ok: img.complete && img.naturalWidth > 0, alt: img.alt,
+                     width: img.getBoundingClientRect().width,
+                     figure: img.closest("div.cell_output") !== null}))""")
         pg.screenshot(path=str(ARTIFACTS / (page.replace("/", "_") + ".png")), full_page=True)
         browser.close()
     assert remote_requests == [], f"the page asked the web for {remote_requests}"
@@ -130,6 +172,15 @@ def test_page_renders_offline_in_a_browser(book, page):
         assert len(images) > 0, "a lecture without a single figure?"
     broken = [i["src"] for i in images if not i["ok"]]
     assert broken == [], f"images that did not load: {broken}"
+    for image in (i for i in images if i["figure"]):
+        name = image["src"].rsplit("/", 1)[-1]
+        assert "_images/" not in image["alt"], f"{name}: its alt text is its file name"
+        if name.endswith(".svg"):
+            px = smallest_text_px(Path(unquote(urlparse(image["src"]).path)).read_text(),
+                                  image["width"])
+            assert px >= SMALLEST_TEXT_PX, (
+                f"{name}: its smallest text is {px:.1f} px on a {PAGE_WIDTH} px wide page "
+                f"(at least {SMALLEST_TEXT_PX}): a narrower figure or larger fonts")
 
 
 # ---- readable pages: highlighting, figures, tabs, wrapping (issue 10, section 3) ----------------

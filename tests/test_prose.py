@@ -310,3 +310,21 @@ def test_the_primer_is_on_the_learner_path():
         intro = "".join(json.loads(notebook.read_text())["cells"][0]["source"])
         assert "](../../book/primer.md)" in intro, notebook.name
         assert f"`exercises/{notebook.parent.name}/{notebook.name}`" in intro, notebook.name
+
+
+def _figure_cells(path: Path):
+    """(index, alt text) of every code cell of a lecture that shows a figure."""
+    cells = json.loads(path.read_text())["cells"]
+    for index, cell in enumerate(cells):
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "code" and "plt.show()" in source:
+            yield index, cell["metadata"].get("mystnb", {}).get("image", {}).get("alt", "")
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
+def test_every_figure_has_alt_text_that_describes_it(name):
+    """The book's figures are read aloud by screen readers and shown when an image cannot load:
+    each one says what it draws (the cell's metadata mystnb.image.alt), never a file name."""
+    for index, alt in _figure_cells(ROOT / "notebooks" / name):
+        assert len(alt.split()) >= 8, f"cell {index}: no alt text that describes its figure"
+        assert not re.search(r"\.(svg|png)\b|_images/", alt), f"cell {index}: alt is a path"

@@ -291,7 +291,7 @@ def plot_pipecg(results: dict, path=None):
     panels = len(runs) + 1
     cols = min(panels, 2)
     rows = -(-panels // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.8 * cols, 4.2 * rows + 0.6), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.0 * cols, 4.2 * rows + 0.6), squeeze=False)
     ax = axes.ravel()
     for unused in ax[panels:]:
         unused.set_visible(False)

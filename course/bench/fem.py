@@ -142,7 +142,7 @@ def plot_fem3d(results: dict, path: str | Path | None = None):
     STREAM triad bandwidth of the same run (the memory roof)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
     langs = list(dict.fromkeys(r["lang"] for r in results["runs"]))
     for lang in langs:
         runs = [r for r in results["runs"] if r["lang"] == lang]
@@ -159,7 +159,7 @@ def plot_fem3d(results: dict, path: str | Path | None = None):
                 ylim=(0, 1.1 * max(triad, *(r["spmv_gbs"] for r in results["runs"]))))
     for ax in axes:
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=10)
     if path:
         fig.savefig(path, dpi=120)
     return fig

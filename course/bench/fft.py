@@ -125,7 +125,7 @@ def plot_alltoall(results: dict, path=None):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4.8))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10.5, 4.6))
     for run in results["runs"]:
         label = f"P = {run['ranks']}" + (" (oversubscribed)" if run["oversubscribed"] else "")
         a.loglog(run["alltoall"]["bytes"], run["alltoall"]["throughput_gbs"], "o-", label=label)

@@ -130,7 +130,7 @@ def plot_iccg(results: dict, path=None):
     against threads for every ordering (C)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")
     first = results["threads"][0]
     runs = [r for r in results["runs"] if r["lang"] == "c"]
     for name, style in (("mc", "o-"), ("cm-rcm", "s-")):
@@ -150,7 +150,7 @@ def plot_iccg(results: dict, path=None):
     axes[1].set(xlabel="threads", ylabel="ms per iteration (C)", title="time per iteration")
     for ax in axes:
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, ncol=2)
+        ax.legend(fontsize=10, ncol=2)
     if path:
         fig.savefig(path, dpi=120)
     return fig

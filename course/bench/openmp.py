@@ -175,7 +175,7 @@ def plot_openmp(results: dict, path: str | Path | None = None):
     against the STREAM triad of the same thread count (the memory roof)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")
     threads = results["threads"]
     styles = {"c": "-", "fortran": "--", "numba": ":"}
     colours = dict(zip(native.LADDER, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
@@ -199,7 +199,7 @@ def plot_openmp(results: dict, path: str | Path | None = None):
     for ax in axes:
         ax.set_xticks(threads)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, ncol=2)
+        ax.legend(fontsize=10, ncol=2)
     if path:
         fig.savefig(path, dpi=120)
     return fig
