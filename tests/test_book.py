@@ -162,6 +162,20 @@ def test_page_renders_offline_in_a_browser(book, page):
             img => ({src: img.src, ok: img.complete && img.naturalWidth > 0, alt: img.alt,
                      width: img.getBoundingClientRect().width,
                      figure: img.closest("div.cell_output") !== null}))""")
+        # every code line that wraps continues under its own indentation (course.js)
+        wrapped = pg.evaluate("""() => Array.from(document.querySelectorAll("span.course-line"))
+            .map(line => {
+                const range = document.createRange();
+                range.selectNodeContents(line);
+                const rects = Array.from(range.getClientRects()).filter(r => r.width > 0);
+                const tops = [...new Set(rects.map(r => Math.round(r.top)))];
+                if (tops.length < 2) return null;
+                const lefts = rects.filter(r => Math.round(r.top) === tops[1]).map(r => r.left);
+                return {text: line.textContent.slice(0, 60),
+                        continues_at: Math.min(...lefts) - line.getBoundingClientRect().left,
+                        indent: parseFloat(getComputedStyle(line).paddingLeft)};
+            }).filter(line => line !== null)""")
+        code_lines = pg.locator("span.course-line").count()
         pg.screenshot(path=str(ARTIFACTS / (page.replace("/", "_") + ".png")), full_page=True)
         browser.close()
     assert remote_requests == [], f"the page asked the web for {remote_requests}"
@@ -170,6 +184,10 @@ def test_page_renders_offline_in_a_browser(book, page):
     if page.startswith("notebooks/"):
         assert math > 0, "no formula was typeset"
         assert len(images) > 0, "a lecture without a single figure?"
+    if page.startswith("notebooks/"):
+        assert code_lines > 0, "course.js did not run: code lines are not blocks of their own"
+    flush = [w["text"] for w in wrapped if abs(w["continues_at"] - w["indent"]) > 1.0]
+    assert flush == [], f"wrapped code lines that do not continue under their indent: {flush[:3]}"
     broken = [i["src"] for i in images if not i["ok"]]
     assert broken == [], f"images that did not load: {broken}"
     for image in (i for i in images if i["figure"]):
