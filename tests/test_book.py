@@ -59,6 +59,15 @@ def test_every_page_is_there(book):
         assert (book / page).exists(), page
 
 
+def test_the_glossary_fills_the_index(book):
+    glossary = (book / "book" / "glossary.html").read_text()
+    index = (book / "genindex.html").read_text()
+    terms = re.findall(r'<dt id="term-([\w-]+)"', glossary)
+    assert len(terms) >= 20, terms
+    for term in ("Allreduce", "Halo exchange", "Residual replacement"):
+        assert term in index, f"{term} is not in the index"
+
+
 def test_intro_prints_the_toolchain(book):
     text = (book / "book" / "intro.html").read_text()
     for what in ("Fortran compiler", "MPI (mpiexec)", "Cores"):
