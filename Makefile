@@ -45,6 +45,7 @@ book: build
 	jupyter-book build . --config book/_config.yml --toc book/_toc.yml \
 		--path-output build/book --warningiserror --keep-going
 	@echo "The book: file://$(CURDIR)/$(BOOK)"
+	@if [ -d solutions ]; then echo "Note: built from the instructors' repository, this book shows the answers on the instructors page; publish the book of the learner copy (python -m course dist learner DIR) instead."; fi
 
 # The book opens from disk (file://), but there a browser refuses the search page's requests for the
 # pages' text (CORS), so search lists hits without snippets. Served over HTTP, search is complete.

@@ -328,3 +328,18 @@ def test_every_figure_has_alt_text_that_describes_it(name):
     for index, alt in _figure_cells(ROOT / "notebooks" / name):
         assert len(alt.split()) >= 8, f"cell {index}: no alt text that describes its figure"
         assert not re.search(r"\.(svg|png)\b|_images/", alt), f"cell {index}: alt is a path"
+
+
+def test_instructors_schedules_give_each_lecture_the_time_its_notebook_gives():
+    """The schedules on book/instructors.md time every lecture part as its first cell does."""
+    rows = re.findall(r"^\| (\d+) min \| [^|]*\(`(\d\d_\w+?_[a-z])`\) \|$",
+                      (ROOT / "book" / "instructors.md").read_text(), flags=re.M)
+    scheduled = {part: int(minutes) for minutes, part in rows}
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        part = "_".join(path.stem.split("_")[:3])                      # 01_fem1d_a
+        assert part in scheduled, f"{part} has no row in the instructors' schedules"
+        first = "".join(json.loads(path.read_text())["cells"][0]["source"])
+        stated = re.search(r"[Aa]bout (\d+) minutes", first)
+        assert stated, f"{path.name}: its first cell gives no time"
+        assert scheduled[part] == int(stated.group(1)), \
+            f"{part}: {scheduled[part]} min on the instructors page, {stated.group(1)} in the notebook"
