@@ -4,9 +4,14 @@ fails with the message that says why), the course's orderings are out of reach w
 coloring runs, and the compiled substitution of the solution passes in C and Fortran while the
 racy and serial variants fail the race detector or the work count even where their values are
 right, and so does a substitution that opens a parallel region per color and sweep instead of one.
+The multicoloring and the count written in C or Fortran go through the same checks as the Python
+ones (compiled_multicolor, compiled_incompatible_nodes): the solution's pass, typical wrong ones,
+the release's stubs and crashing or endless ones fail with a message in the learner's language.
 tests/test_nbgrader.py proves the same through the gradebook."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -232,3 +237,151 @@ def test_a_region_per_color_and_sweep_fails_the_region_count(tmp_path, lang, cas
     assert message.startswith(f"ic0_apply opened {regions} parallel regions in one call "
                               "(OMP_NUM_THREADS=4), where the task asks for one."), message
     assert "every thread runs the loops over the colors of both sweeps" in message
+
+
+# --- tasks 1 and 3 in C and Fortran: the same checks, through a child process ---------------------
+
+ANSWER = {(task, lang): written_file("04_iccg", f"{task}_{lang}")
+          for task in ("multicolor", "incompatible_nodes") for lang in ("c", "fortran")}
+COLORED = [(grading.grid_graph(8, 6), 4), (grading.random_graph(300, 4.0, 1), 7),
+           (grading.fem_graph(4, 4, 3), 10), (grading.random_graph(40, 0.0, 3), 3)]
+COUNTED = [(grading.random_graph(200, 3.0, 5), "mc", 5),
+           (grading.fem_graph(4, 3, 3), "reversed", 12),
+           (grading.random_graph(150, 1.5, 6), "reversed", 3)]
+# the solution region as the release has it (course.grading.ClearSolutionsByCellLanguage)
+STUB = {"c": (re.compile(r"/\* ### BEGIN SOLUTION \*/.*/\* ### END SOLUTION \*/", re.S),
+              "/* YOUR CODE HERE */"),
+        "fortran": (re.compile(r"! ### BEGIN SOLUTION.*! ### END SOLUTION", re.S),
+                    "! YOUR CODE HERE")}
+
+
+def _answer(tmp_path, task, lang, *edits, stub=False):
+    """The solution's C or Fortran answer to `task` (or the release's stub), each (old, new) of
+    `edits` made (old must be there), written where the notebook's %%writefile cell writes it."""
+    text = ANSWER[task, lang]
+    if stub:
+        pattern, replacement = STUB[lang]
+        text, found = pattern.subn(replacement, text)
+        assert found == 1, text
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    return _write(tmp_path, lang, text, name=task)
+
+
+@pytest.mark.compiled
+@pytest.mark.parametrize("lang", ["c", "fortran"])
+def test_compiled_answers_pass(tmp_path, monkeypatch, lang):
+    """The solution's C and Fortran multicolor and incompatible_nodes pass the checks of the
+    Python answers, found as the notebook's test cells find them (multicolor.c, ... in the
+    working directory)."""
+    _answer(tmp_path, "multicolor", lang)
+    _answer(tmp_path, "incompatible_nodes", lang)
+    monkeypatch.chdir(tmp_path)
+    grading.check_multicolor(grading.learners_multicolor(lang, None), COLORED, lang)
+    counted = grading.learners_incompatible_nodes(lang, None)
+    grading.check_incompatible_nodes(counted, COUNTED)
+    graph = grading.grid_graph(4, 3)
+    assert counted(graph.ptr, graph.adj, np.array([0, 1, 0, 1, 1, 0, 1, 0, 0, 1, 0, 1])) == 6
+
+
+C_BLOCKING = ("            for (int k = ptr[v]; k < ptr[v + 1]; k++)\n"
+              "                blocked[adj[k]] = c;\n", "")
+WRONG_COMPILED_MULTICOLOR = {
+    # (language, edits of the solution, what the message says)
+    "C: neighbours not blocked": ("c", [C_BLOCKING], "the unknowns 0 and 1 are coupled and both "
+                                  "have color 0"),
+    "Fortran: neighbours not blocked": ("fortran", [("      do k = ptr(v), ptr(v + 1) - 1\n"
+                                                     "        blocked(adj(k)) = c\n"
+                                                     "      end do\n", "")],
+                                        "the unknowns 1 and 2 (1-based) are coupled and both have "
+                                        "color 1"),
+    "Fortran: colors from 0": ("fortran", [("  color = 0\n  blocked = 0\n",
+                                            "  color = -1\n  blocked = -1\n"),
+                                           ("  c = 0\n", "  c = -1\n"),
+                                           ("color(v) > 0", "color(v) >= 0")],
+                               "color(1) is 0: every unknown needs a color 1, 2, 3, ... "
+                               "(Fortran's colors count from 1)"),
+    "C: colors from 1": ("c", [("            color[v] = c;", "            color[v] = c + 1;")],
+                         "no unknown has color 0 (colors counted from 1?)"),
+    "C: no cap": ("c", [(" && taken < target", "")], "a color holds at most ceil(n / K)"),
+    "C: the stub": ("c", "stub", "color[0] was never written"),
+    "Fortran: the stub": ("fortran", "stub", "color(1) was never written"),
+    "C: segfault": ("c", [("    free(blocked);\n", "    free(blocked);\n"
+                           "    *(volatile int *)0 = 1;\n")], "multicolor crashed with SIGSEGV"),
+}
+
+
+@pytest.mark.compiled
+@pytest.mark.parametrize("name", WRONG_COMPILED_MULTICOLOR)
+def test_a_wrong_compiled_multicolor_fails_and_says_why(tmp_path, name):
+    lang, edits, message = WRONG_COMPILED_MULTICOLOR[name]
+    source = (_answer(tmp_path, "multicolor", lang, stub=True) if edits == "stub" else
+              _answer(tmp_path, "multicolor", lang, *edits))
+    multicolor = grading.compiled_multicolor(source, lang)
+    with pytest.raises(AssertionError) as err:
+        grading.check_multicolor(multicolor, COLORED, lang)
+    assert message in str(err.value), str(err.value)
+
+
+@pytest.mark.compiled
+def test_an_endless_compiled_multicolor_is_stopped(tmp_path):
+    source = _answer(tmp_path, "multicolor", "c", ("for (int left = n, c = 0; left > 0; c++)",
+                                                   "for (int left = n, c = 0; left > -1; c++)"))
+    with pytest.raises(AssertionError, match="did not finish within 1 s"):
+        grading.check_multicolor(grading.compiled_multicolor(source, "c", timeout=1.0), COLORED,
+                                 "c")
+
+
+WRONG_COMPILED_COUNT = {
+    # (language, edits of the solution): each returns a wrong count on the checks' colorings
+    "C: each node counted twice": ("c", [("count += earlier == 0;",
+                                          "count += 2 * (earlier == 0);")]),
+    "C: a later color for an earlier one": ("c", [("color[adj[k]] < color[i]",
+                                                   "color[adj[k]] > color[i]")]),
+    "C: the stub (returns 0)": ("c", "stub"),
+    "Fortran: the stub (returns 0)": ("fortran", "stub"),
+    "Fortran: couplings counted, not nodes": ("fortran", [
+        ("      if (color(adj(k)) < color(i)) earlier = earlier + 1",
+         "      if (color(adj(k)) >= color(i)) nodes = nodes + 1"),
+        ("    if (earlier == 0) nodes = nodes + 1\n", "")]),
+    "Fortran: a row's last neighbour plus one": ("fortran", [("do k = ptr(i), ptr(i + 1) - 1",
+                                                              "do k = ptr(i), ptr(i + 1)")]),
+}
+
+
+@pytest.mark.compiled
+@pytest.mark.parametrize("name", WRONG_COMPILED_COUNT)
+def test_a_wrong_compiled_count_fails(tmp_path, name):
+    lang, edits = WRONG_COMPILED_COUNT[name]
+    source = (_answer(tmp_path, "incompatible_nodes", lang, stub=True) if edits == "stub" else
+              _answer(tmp_path, "incompatible_nodes", lang, *edits))
+    counted = grading.compiled_incompatible_nodes(source, lang)
+    with pytest.raises(AssertionError, match=r"incompatible_nodes of .* returned -?\d+, expected"):
+        grading.check_incompatible_nodes(counted, COUNTED)
+
+
+@pytest.mark.compiled
+def test_a_crashing_compiled_count_is_an_assertion(tmp_path):
+    source = _answer(tmp_path, "incompatible_nodes", "c",
+                     ("    return count;", "    *(volatile int *)0 = count;\n    return count;"))
+    with pytest.raises(AssertionError, match="incompatible_nodes crashed with SIGSEGV"):
+        grading.check_incompatible_nodes(grading.compiled_incompatible_nodes(source, "c"),
+                                         COUNTED)
+
+
+def test_a_task_language_that_is_none_of_the_three_is_refused():
+    with pytest.raises(ValueError, match='TASK1_LANGUAGE must be "python", "c" or "fortran", '
+                                         "not 'C'"):
+        grading.learners_multicolor("C", None)
+    with pytest.raises(ValueError, match="TASK3_LANGUAGE"):
+        grading.learners_incompatible_nodes("f90", None)
+    assert grading.learners_multicolor("python", course_coloring) is course_coloring
+
+
+@pytest.mark.compiled
+def test_a_compiled_answer_that_does_not_compile_says_so(tmp_path):
+    source = _answer(tmp_path, "multicolor", "fortran",
+                     ("      color(v) = c\n", "      color(v) = c +\n"))
+    with pytest.raises(AssertionError, match="multicolor.f90 does not compile"):
+        grading.compiled_multicolor(source, "fortran")

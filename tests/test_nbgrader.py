@@ -98,8 +98,8 @@ def _submit(course: Path, key: str, student: str, nb) -> None:
 def _replace_in_cell(nb, grade_id: str | None, old: str, new: str):
     """Replace `old` by `new` in the cell `grade_id` (None: the first cell that holds `old`, such
     as the LANGUAGE cell)."""
-    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
-                or (grade_id is None and old in c.source))
+    cell = next(c for c in nb.cells if (old in c.source if grade_id is None else
+                                        c.metadata.get("nbgrader", {}).get("grade_id") == grade_id))
     assert old in cell.source, f"{old!r} not in cell {grade_id}"
     cell.source = cell.source.replace(old, new)
     return nb
@@ -226,8 +226,13 @@ EXERCISES = {
                         ("incompatible_nodes", "color[adj] < color[rows]",
                          "color[adj] > color[rows]")],
                        ["test_multicolor", "test_ic0_apply", "test_incompatible_nodes"]),
-            # colors 1-based; a Fortran-style inclusive upper bound of a row in C
-            "one_based": ([("multicolor", "    return color\n", "    return color + 1\n"),
+            # in Fortran, colors counted from 0 (as in C); a Fortran-style inclusive upper bound of
+            # a row in C
+            "one_based": ([(None, 'TASK1_LANGUAGE = "python"', 'TASK1_LANGUAGE = "fortran"'),
+                           ("multicolor_fortran", "  color = 0\n  blocked = 0\n",
+                            "  color = -1\n  blocked = -1\n"),
+                           ("multicolor_fortran", "  c = 0\n", "  c = -1\n"),
+                           ("multicolor_fortran", "color(v) > 0", "color(v) >= 0"),
                            ("ic0_apply_c", "k < lower_ptr[i + 1]; k++",
                             "k <= lower_ptr[i + 1]; k++")],
                           ["test_multicolor", "test_ic0_apply"]),
@@ -257,13 +262,17 @@ EXERCISES = {
                            ("incompatible_nodes", "    return int(n - has_earlier.sum())",
                             "    return int(np.unique(rows).size - has_earlier.sum())")],
                           ["test_multicolor", "test_ic0_apply", "test_incompatible_nodes"]),
-            # one color per unknown (valid, n colors); the backward sweep in the forward order
+            # one color per unknown (valid, n colors); the backward sweep in the forward order; in
+            # C, every coupling to an earlier color counted instead of the unknowns without one
             "per_unknown": ([("multicolor", "    ### BEGIN SOLUTION\n",
                               "    ### BEGIN SOLUTION\n    return np.arange(n)\n"),
                              ("ic0_apply_c", "for (int c = ncolor - 1; c >= 0; c--) {       "
                               "/* backward: the colors in reverse */",
-                              "for (int c = 0; c < ncolor; c++) {            /* backward */")],
-                            ["test_multicolor", "test_ic0_apply"]),
+                              "for (int c = 0; c < ncolor; c++) {            /* backward */"),
+                             (None, 'TASK3_LANGUAGE = "python"', 'TASK3_LANGUAGE = "c"'),
+                             ("incompatible_nodes_c", "count += earlier == 0;",
+                              "count += earlier;")],
+                            ["test_multicolor", "test_ic0_apply", "test_incompatible_nodes"]),
             # the backward sweep without D^-1 (M taken as (D + L)(I + L^T))
             "wrong_diagonal": ([("ic0_apply_c", "                z[i] -= s / fac_diag[i];",
                                  "                z[i] -= s;")], ["test_ic0_apply"]),
@@ -282,24 +291,33 @@ EXERCISES = {
                                   ("ic0_apply_c", "#pragma omp parallel\n    {\n", "    {\n"),
                                   ("ic0_apply_c", "#pragma omp for", "#pragma omp parallel for")],
                                  ["test_multicolor", "test_ic0_apply"]),
-            # NOT wrong: another greedy coloring (first fit, last unknown first), a dynamic
-            # schedule with nowait and an explicit barrier, a count by loops: full marks
-            "different_but_right": ([("multicolor", "    ### BEGIN SOLUTION\n",
-                                      "    ### BEGIN SOLUTION\n"
-                                      "    cap = -(-n // target_colors)\n"
-                                      "    color = np.full(n, -1)\n"
-                                      "    sizes = []\n"
-                                      "    for v in range(n - 1, -1, -1):\n"
-                                      "        taken = set(color[adj[ptr[v]:ptr[v + 1]]])\n"
-                                      "        c = 0\n"
-                                      "        while c < len(sizes) and (c in taken or "
-                                      "sizes[c] == cap):\n"
-                                      "            c += 1\n"
-                                      "        if c == len(sizes):\n"
-                                      "            sizes.append(0)\n"
-                                      "        color[v] = c\n"
-                                      "        sizes[c] += 1\n"
-                                      "    return color\n"),
+            # NOT wrong: in Fortran, another greedy coloring (first fit, last unknown first); a
+            # dynamic schedule with nowait and an explicit barrier; in C, a count that stops at
+            # the first earlier neighbour: full marks
+            "different_but_right": ([(None, 'TASK1_LANGUAGE = "python"',
+                                      'TASK1_LANGUAGE = "fortran"'),
+                                     ("multicolor_fortran", "  integer :: target, left, c, taken, "
+                                      "v, k\n", "  integer :: target, left, c, taken, v, k\n"
+                                      "  integer :: cap, ncolor\n"
+                                      "  integer, allocatable :: sizes(:)\n"),
+                                     ("multicolor_fortran", "  ! ### BEGIN SOLUTION\n",
+                                      "  ! ### BEGIN SOLUTION\n"
+                                      "  cap = (n - 1) / target_colors + 1\n"
+                                      "  allocate(sizes(n))\n"
+                                      "  sizes = 0\n"
+                                      "  ncolor = 0\n"
+                                      "  color = 0\n"
+                                      "  do v = n, 1, -1\n"
+                                      "    do c = 1, ncolor\n"
+                                      "      if (sizes(c) == cap) cycle\n"
+                                      "      if (all(color(adj(ptr(v):ptr(v + 1) - 1)) /= c)) "
+                                      "exit\n"
+                                      "    end do\n"
+                                      "    ncolor = max(ncolor, c)\n"
+                                      "    color(v) = c\n"
+                                      "    sizes(c) = sizes(c) + 1\n"
+                                      "  end do\n"
+                                      "  return\n"),
                                      ("ic0_apply_c", "#pragma omp for schedule(static)\n            "
                                       "for (int i = color_ptr[c]; i < color_ptr[c + 1]; i++) {\n"
                                       "                double s = r[i];",
@@ -309,13 +327,15 @@ EXERCISES = {
                                      ("ic0_apply_c", "            }                                "
                                       "         /* implied barrier: color c is done */\n",
                                       "            }\n#pragma omp barrier\n"),
-                                     ("incompatible_nodes", "    ### BEGIN SOLUTION\n",
-                                      "    ### BEGIN SOLUTION\n    count = 0\n"
-                                      "    for v in range(len(ptr) - 1):\n"
-                                      "        if not any(color[u] < color[v] for u in "
-                                      "adj[ptr[v]:ptr[v + 1]]):\n"
-                                      "            count += 1\n"
-                                      "    return count\n")],
+                                     (None, 'TASK3_LANGUAGE = "python"', 'TASK3_LANGUAGE = "c"'),
+                                     ("incompatible_nodes_c", "        int earlier = 0;",
+                                      "        int k = ptr[i];\n"
+                                      "        while (k < ptr[i + 1] && "
+                                      "color[adj[k]] >= color[i])\n"
+                                      "            k++;\n"
+                                      "        count += k == ptr[i + 1];\n"
+                                      "        continue;\n"
+                                      "        int earlier = 0;")],
                                     []),
         },
     },

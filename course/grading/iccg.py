@@ -1,6 +1,14 @@
-"""The checks of the exercise of lecture 04_iccg (solutions/04_iccg): a greedy multicoloring in
-Python, the colored IC(0) substitution `ic0_apply` in C or Fortran with OpenMP, and the number of
-incompatible nodes of a coloring.
+"""The checks of the exercise of lecture 04_iccg (solutions/04_iccg): a greedy multicoloring, the
+colored IC(0) substitution `ic0_apply` in C or Fortran with OpenMP, and the number of incompatible
+nodes of a coloring.
+
+The multicoloring and the count may be written in Python, C or Fortran: compiled_multicolor and
+compiled_incompatible_nodes turn the learner's C or Fortran function into a Python function of the
+same signature as the Python task's, which runs it in a child process (a crash or an endless loop
+fails the check, the notebook's kernel lives on), so that check_multicolor and
+check_incompatible_nodes grade every language on the same cases. Fortran's index arrays and colors
+are 1-based; these functions convert, and the messages of check_multicolor name entries and colors
+as the learner's language counts them.
 
 A coloring is graded by what makes it usable, never by equality with the course's: every unknown
 has a color 0, 1, ..., ncolor - 1 (each used), no two coupled unknowns share one, no color holds
@@ -160,9 +168,17 @@ def coloring(graph: Graph, how: str, target_colors: int) -> tuple[np.ndarray, st
     return color.astype(np.int32), f"{COLORINGS[how]} with K = {target_colors}"
 
 
-def coloring_problem(graph: Graph, target_colors: int, color) -> str | None:
-    """What is wrong with `color` as a coloring of the graph with the target K (None: nothing)."""
+# what compiled_multicolor puts into `color` before the learner's function runs: an entry that
+# still holds it was never written
+NOT_WRITTEN = int(np.iinfo(np.int32).min)
+
+
+def coloring_problem(graph: Graph, target_colors: int, color, lang: str = "python") -> str | None:
+    """What is wrong with `color` (0-based colors) as a coloring of the graph with the target K
+    (None: nothing), said in the learner's language: for Fortran, entries, unknowns and colors
+    counted from 1 (compiled_multicolor returned Fortran's colors less 1)."""
     n, k = graph.n, int(target_colors)
+    base = 1 if lang == "fortran" else 0
     try:
         color = np.asarray(color)
     except (TypeError, ValueError):
@@ -180,27 +196,34 @@ def coloring_problem(graph: Graph, target_colors: int, color) -> str | None:
         return None
     if color.min() < 0:
         v = int(np.argmin(color))
-        return f"color[{v}] is {plain(color[v])}: every unknown needs a color 0, 1, 2, ..."
+        written = int(color[v]) + base                  # as the learner's code wrote it
+        if lang != "python" and written == NOT_WRITTEN:
+            return f"{entry('color', v, lang)} was never written: give every unknown a color"
+        hint = " (Fortran's colors count from 1)" if lang == "fortran" and written == 0 else ""
+        return (f"{entry('color', v, lang)} is {written}: every unknown needs a color {base}, "
+                f"{base + 1}, {base + 2}, ...{hint}")
     ncolor = int(color.max()) + 1
     sizes = np.bincount(color, minlength=ncolor)
     empty = np.flatnonzero(sizes == 0)
     if empty.size:
-        one_based = " (colors counted from 1?)" if empty.tolist() == [0] else ""
-        return (f"no unknown has color {int(empty[0])}{one_based}: number the colors 0, 1, ..., "
-                f"ncolor - 1 without gaps (color_ptr gets one entry per color, and an empty color "
-                f"costs a barrier for nothing)")
+        shifted = f" (colors counted from {base + 1}?)" if empty.tolist() == [0] else ""
+        last = "ncolor" if base else "ncolor - 1"
+        return (f"no unknown has color {int(empty[0]) + base}{shifted}: number the colors {base}, "
+                f"{base + 1}, ..., {last} without gaps (color_ptr gets one entry per color, and "
+                f"an empty color costs a barrier for nothing)")
     rows = np.repeat(np.arange(n), np.diff(graph.ptr))
     same = np.flatnonzero(color[rows] == color[graph.adj])
     if same.size:
         i, j = int(rows[same[0]]), int(graph.adj[same[0]])
-        return (f"the unknowns {i} and {j} are coupled and both have color {int(color[i])}: "
-                f"rows of one color must be independent")
+        counted = " (1-based)" if base else ""
+        return (f"the unknowns {i + base} and {j + base}{counted} are coupled and both have color "
+                f"{int(color[i]) + base}: rows of one color must be independent")
     cap = -(-n // k)
     big = int(np.argmax(sizes))
     if sizes[big] > cap:
-        return (f"color {big} holds {int(sizes[big])} unknowns; with the target K = {k} a color "
-                f"holds at most ceil(n / K) = ceil({n} / {k}) = {cap} (close a color when it is "
-                f"full)")
+        return (f"color {big + base} holds {int(sizes[big])} unknowns; with the target K = {k} a "
+                f"color holds at most ceil(n / K) = ceil({n} / {k}) = {cap} (close a color when it "
+                f"is full)")
     bound = k + graph.max_degree
     if ncolor > bound:
         return (f"it uses {ncolor} colors; a greedy coloring with the target K = {k} needs at "
@@ -237,14 +260,15 @@ def orderings_blocked():
 
 # --- task 1: the multicoloring -------------------------------------------------------------------
 
-def check_multicolor(multicolor, cases) -> None:
+def check_multicolor(multicolor, cases, lang: str = "python") -> None:
     """multicolor(ptr, adj, target_colors) -> a color per unknown, on each (graph, K) of
     `cases`, with the course's orderings blocked; AssertionError naming the graph and the
-    property that fails."""
+    property that fails. lang: the language the learner wrote it in (a C or Fortran multicolor
+    comes from compiled_multicolor), which the message speaks."""
     for graph, k in cases:
         with orderings_blocked():
             got = multicolor(graph.ptr.copy(), graph.adj.copy(), k)
-        problem = coloring_problem(graph, k, got)
+        problem = coloring_problem(graph, k, got, lang)
         if problem:
             raise AssertionError(f"multicolor on {graph.label} with target_colors = {k}: "
                                  f"{problem}")
@@ -277,6 +301,79 @@ def check_incompatible_nodes(incompatible_nodes, cases) -> None:
             raise AssertionError(f"incompatible_nodes of {graph.label} colored by {what} "
                                  f"({int(color.max()) + 1} colors): returned {plain(got)}, "
                                  f"expected {expected}")
+
+
+# --- tasks 1 and 3 in C or Fortran: the learner's function as a Python function -----------------
+
+_SUFFIX = {"c": ".c", "fortran": ".f90"}
+
+
+def _graph_args(ptr, adj, lang: str) -> tuple[int, np.ndarray, np.ndarray]:
+    """(n, ptr, adj) as the compiled function takes them: int32, 1-based for Fortran."""
+    base = 1 if lang == "fortran" else 0
+    ptr, adj = np.asarray(ptr, dtype=np.int32), np.asarray(adj, dtype=np.int32)
+    return ptr.shape[0] - 1, ptr + base, adj + base
+
+
+def compiled_multicolor(source, lang: str, timeout: float = 10.0):
+    """The learner's `void multicolor(int n, const int *ptr, const int *adj, int target_colors,
+    int *color)` of the C or Fortran file `source`, compiled, as a Python function
+    multicolor(ptr, adj, target_colors) -> a 0-based color per unknown, each call run in a child
+    process (a crash or a call past `timeout` seconds: AssertionError). Fortran gets 1-based
+    ptr and adj and gives colors 1, 2, ...: they come back less 1. An entry the function does
+    not write holds NOT_WRITTEN. The compiler's errors: AssertionError, now."""
+    lib = exercise.compile_kernel(source, lang)
+    base = 1 if lang == "fortran" else 0
+
+    def multicolor(ptr, adj, target_colors):
+        n, ptr, adj = _graph_args(ptr, adj, lang)
+        color = np.full(n, NOT_WRITTEN, dtype=np.int32)
+        args = [n, ptr, adj, int(target_colors), color]
+        (run,) = exercise.run_isolated(lib, "multicolor", args, timeout=timeout, keep=[4])
+        return run.arrays[4].astype(np.int64) - base
+    return multicolor
+
+
+def compiled_incompatible_nodes(source, lang: str, timeout: float = 10.0):
+    """The learner's `int incompatible_nodes(int n, const int *ptr, const int *adj,
+    const int *color)` of the C or Fortran file `source`, compiled, as a Python function
+    incompatible_nodes(ptr, adj, color) -> its count, each call run in a child process (a crash
+    or a call past `timeout` seconds: AssertionError). Fortran gets ptr, adj and the colors
+    1-based."""
+    lib = exercise.compile_kernel(source, lang)
+    base = 1 if lang == "fortran" else 0
+
+    def incompatible_nodes(ptr, adj, color):
+        n, ptr, adj = _graph_args(ptr, adj, lang)
+        color = np.asarray(color, dtype=np.int32) + base
+        (run,) = exercise.run_isolated(lib, "incompatible_nodes", [n, ptr, adj, color],
+                                       returns_int=True, timeout=timeout, keep=[])
+        return run.result
+    return incompatible_nodes
+
+
+def _learners(setting: str, name: str, lang: str, python_function, compiled):
+    """python_function for lang "python"; for "c" and "fortran", compiled(name.c or name.f90: the
+    file the notebook's %%writefile cell writes, lang); ValueError naming `setting` otherwise."""
+    if lang == "python":
+        return python_function
+    if lang not in _SUFFIX:
+        raise ValueError(f'{setting} must be "python", "c" or "fortran", not {lang!r}')
+    return compiled(name + _SUFFIX[lang], lang)
+
+
+def learners_multicolor(lang: str, multicolor):
+    """Task 1's answer in the language `lang` (the notebook's TASK1_LANGUAGE): the Python
+    `multicolor` itself, or multicolor.c / multicolor.f90 through compiled_multicolor."""
+    return _learners("TASK1_LANGUAGE", "multicolor", lang, multicolor, compiled_multicolor)
+
+
+def learners_incompatible_nodes(lang: str, incompatible_nodes):
+    """Task 3's answer in the language `lang` (the notebook's TASK3_LANGUAGE): the Python
+    `incompatible_nodes` itself, or incompatible_nodes.c / .f90 through
+    compiled_incompatible_nodes."""
+    return _learners("TASK3_LANGUAGE", "incompatible_nodes", lang, incompatible_nodes,
+                     compiled_incompatible_nodes)
 
 
 # --- task 2: the colored substitution ------------------------------------------------------------
