@@ -89,10 +89,46 @@ int axpy(int n, double a, const double *x, double *y)
 """)
     lib = exercise.compile_kernel(source, "c")
     x, y = np.arange(4.0), np.ones(4)
-    result, arrays = exercise.call_isolated(lib, "axpy", [4, 0.5, x, y], returns_int=True)
+    result, arrays = exercise.call_isolated(lib, "axpy", [4, 0.5, x, y], returns="int")
     assert result == 5
     np.testing.assert_array_equal(arrays[3], 1.0 + 0.5 * x)
     np.testing.assert_array_equal(y, np.ones(4))        # the caller's arrays are not touched
+
+
+SCALARS_C = """
+#include <stdio.h>
+double scaled(int k, double x)
+{
+    printf("a learner's debugging output\\n");
+    fflush(stdout);
+    if (k < 0)
+        *(volatile double *)0 = x;
+    return k * x;
+}
+"""
+
+
+def test_a_double_result_comes_back_exactly(tmp_path):
+    lib = exercise.compile_kernel(write(tmp_path, "scaled.c", SCALARS_C), "c")
+    result, _ = exercise.call_isolated(lib, "scaled", [3, 0.1], returns="double")
+    assert result == 3 * 0.1 and isinstance(result, float)
+    with pytest.raises(ValueError, match="returns must be one of"):
+        exercise.call_isolated(lib, "scaled", [3, 0.1], returns="float")
+
+
+def test_a_served_function_answers_every_call_in_one_child(tmp_path):
+    """Exact doubles both ways, what the function prints kept out of the answers; a crash is an
+    AssertionError, and the next call gets a fresh child."""
+    lib = exercise.compile_kernel(write(tmp_path, "scaled.c", SCALARS_C), "c")
+    with exercise.ServedFunction(lib, "scaled", "id", "double") as scaled:
+        assert [scaled(k, 0.1) for k in range(50)] == [k * 0.1 for k in range(50)]
+        first = scaled._process.pid
+        assert scaled(7, 1e-300) == 7e-300 and scaled._process.pid == first
+        with pytest.raises(AssertionError, match="scaled crashed with SIGSEGV"):
+            scaled(-1, 1.0)
+        assert scaled(2, 0.25) == 0.5
+    with pytest.raises(AssertionError, match="could not be called: .*undefined symbol: absent"):
+        exercise.ServedFunction(lib, "absent", "d", "double")(1.0)
 
 
 # --- lecture 03_openmp: OpenMP kernels, several threads, repeated runs ----------------------------
@@ -134,22 +170,22 @@ def test_openmp_is_a_compile_option_and_threads_reach_the_child(tmp_path):
     serial = exercise.compile_kernel(source, "c")
     parallel = exercise.compile_kernel(source, "c", openmp=True)
     assert serial != parallel, "the cache must tell the OpenMP build from the plain one"
-    assert exercise.call_isolated(serial, "threads", [np.zeros(1)], returns_int=True,
+    assert exercise.call_isolated(serial, "threads", [np.zeros(1)], returns="int",
                                   threads=3)[0] == -1
     assert not exercise.uses_openmp(serial)
     for t in (1, 3):
-        assert exercise.call_isolated(parallel, "threads", [np.zeros(1)], returns_int=True,
+        assert exercise.call_isolated(parallel, "threads", [np.zeros(1)], returns="int",
                                       threads=t)[0] == t
 
 
 def test_run_isolated_repeats_on_fresh_copies_and_keeps_what_is_asked(tmp_path):
     lib = exercise.compile_kernel(write(tmp_path, "threads.c", THREADS_C), "c", openmp=True)
-    runs = exercise.run_isolated(lib, "threads", [np.zeros(1)], returns_int=True, threads=2,
+    runs = exercise.run_isolated(lib, "threads", [np.zeros(1)], returns="int", threads=2,
                                  repeat=4, env={"OMP_WAIT_POLICY": "passive"})
     assert [r.result for r in runs] == [2] * 4
     assert [r.arrays[0][0] for r in runs] == [1.0] * 4
     assert all(r.seconds >= 0.0 for r in runs)
-    (run,) = exercise.run_isolated(lib, "threads", [np.zeros(1)], returns_int=True, keep=[])
+    (run,) = exercise.run_isolated(lib, "threads", [np.zeros(1)], returns="int", keep=[])
     assert run.arrays == [None]
 
 

@@ -651,9 +651,10 @@ EXERCISES = {
                         ("chronopoulos_gear_python", "        global_sum(sums)\n",
                          "        MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, sums)\n")],
                        ["test_chronopoulos_gear"]),
-            # right, written otherwise (full marks): in C, (r,r) and (r,u) summed in the update
-            # loop, (u,w) after the product, the three in another order
-            "different_c": ([("chronopoulos_gear_c", "        for (int i = 0; i < n; i++) {\n"
+            # right, written otherwise (full marks): next_alpha in Fortran; in C, (r,r) and (r,u)
+            # summed in the update loop, (u,w) after the product, the three in another order
+            "different_c": ([(None, 'TASK1_LANGUAGE = "python"', 'TASK1_LANGUAGE = "fortran"'),
+                             ("chronopoulos_gear_c", "        for (int i = 0; i < n; i++) {\n"
                               "            p[i] = u[i] + beta * p[i];",
                               "        double sums[3] = {0.0, 0.0, 0.0};    /* (r,r), (u,w), "
                               "(r,u) */\n        for (int i = 0; i < n; i++) {\n"
@@ -678,8 +679,9 @@ EXERCISES = {
                               "        alpha = sums[2] / (sums[1] - beta * sums[2] / alpha);\n"
                               "        gamma = sums[2];\n        rr = sums[0];\n")],
                             []),
-            # right, written otherwise (full marks): in Python, no A x0 (x = 0), np.dot, the sums
-            # in another order, p and s updated in place
+            # right, written otherwise (full marks): next_alpha in C (switched after LANGUAGE:
+            # 'TASK1_LANGUAGE = "c"' holds 'LANGUAGE = "c"'); in Python, no A x0 (x = 0), np.dot,
+            # the sums in another order, p and s updated in place
             "different_python": ([(None, 'LANGUAGE = "c"', 'LANGUAGE = "python"'),
                                   ("chronopoulos_gear_python", "r = b - matvec(x)",
                                    "r = b.copy()"),
@@ -691,7 +693,8 @@ EXERCISES = {
                                   ("chronopoulos_gear_python", "        p = u + beta * p\n"
                                    "        s = w + beta * s\n",
                                    "        p *= beta\n        p += u\n        s *= beta\n"
-                                   "        s += w\n")],
+                                   "        s += w\n"),
+                                  (None, 'TASK1_LANGUAGE = "python"', 'TASK1_LANGUAGE = "c"')],
                                  []),
         },
     },

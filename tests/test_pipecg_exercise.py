@@ -6,7 +6,10 @@ fail, each with the message that says what happened: the PCG it started from (tw
 iteration, right answer), the norm in a sum of its own, a second product per iteration, a stopping
 test on a rank's own (r,r) or on an absolute tolerance, mpi4py on MPI_COMM_WORLD, the course's own
 solvers called, alpha taken as gamma/delta, x not updated in place, an endless loop, a segfault,
-the untouched stub. The recurrence of task 1 is checked against plain CG."""
+the untouched stub. The recurrence of task 1 is checked against plain CG, in Python, C and Fortran
+alike: a right answer passes the notebook's graded cell in each language, typical wrong ones (alpha
+without the correction, a sign, single precision) fail it with the same messages as in Python, and
+a crash (arguments without `value`), an endless loop or a compiler error is an AssertionError."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import solution_cell, written_file
@@ -75,6 +79,93 @@ def test_next_alpha_of_the_solution_passes():
 def test_wrong_next_alpha_fails(wrong, message):
     with pytest.raises(AssertionError, match=message):
         pipecg.check_alpha_recurrence(wrong)
+
+
+def test_next_alpha_in_single_precision_fails():
+    """Close to alpha, but not to rounding: the message says so, with the digits that differ."""
+    single = lambda g1, g0, d, a: float(np.float32(g1 / (d - (g1 / g0) * g1 / a)))  # noqa: E731
+    with pytest.raises(AssertionError, match="single precision") as info:
+        pipecg.check_alpha_recurrence(single)
+    mine, theirs = re.search(r"returned (\S+), but .* is (\S+) at step", str(info.value)).groups()
+    assert mine != theirs and len(mine) > 8, str(info.value)
+
+
+def test_the_notebook_tells_the_languages_apart():
+    """Every language of task 1 has its cell, and the test cell picks by TASK1_LANGUAGE."""
+    assert "TASK1_LANGUAGE" in solution_cell("06_pipecg", "test_next_alpha")
+    for lang, name in pipecg.NEXT_ALPHA_FILES.items():
+        cell = solution_cell("06_pipecg", f"next_alpha_{lang}")
+        assert cell.startswith(f"%%writefile {name}\n"), cell[:40]
+
+
+def graded_next_alpha(tmp_path, monkeypatch, lang: str, text: str) -> None:
+    """Run the notebook's graded cell of task 1 (its visible and hidden checks) on `text` in
+    `lang`, written where the %%writefile cell writes it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / pipecg.NEXT_ALPHA_FILES[lang]).write_text(text)
+    namespace = {"pipecg": pipecg, "TASK1_LANGUAGE": lang, "next_alpha": None}
+    try:
+        exec(solution_cell("06_pipecg", "test_next_alpha"), namespace)
+    finally:
+        if namespace.get("_next_alpha") is not None:
+            namespace["_next_alpha"].close()
+
+
+def next_alpha_file(lang: str) -> str:
+    return written_file("06_pipecg", f"next_alpha_{lang}")
+
+
+@pytest.mark.parametrize("lang", ["c", "fortran"])
+def test_compiled_next_alpha_of_the_solution_passes(tmp_path, monkeypatch, lang):
+    graded_next_alpha(tmp_path, monkeypatch, lang, next_alpha_file(lang))
+
+
+C_ALPHA = "alpha_new = gamma_new / (delta - beta * gamma_new / alpha);"
+F_ALPHA = "alpha_new = gamma_new / (delta - beta * gamma_new / alpha)"
+CHECK_BETA = "Check beta = gamma_new / gamma"
+
+
+@pytest.mark.parametrize("lang, old, new, message", [
+    ("c", C_ALPHA, "alpha_new = gamma_new / delta;", CHECK_BETA),          # plain CG's alpha
+    ("fortran", F_ALPHA, "alpha_new = gamma_new / delta", CHECK_BETA),
+    ("c", "(delta - beta", "(delta + beta", CHECK_BETA),                    # a sign
+    ("fortran", "beta * gamma_new / alpha", "beta * gamma_new * alpha", CHECK_BETA),
+    ("c", "double beta", "float beta", "single precision"),
+    ("fortran", "real(c_double) :: beta", "real :: beta", "single precision"),
+    ("fortran", "real(c_double), value ::", "real(c_double) ::",            # by reference
+     "crashed with SIGSEGV .*without `value`"),
+    ("c", "    return alpha_new;", "    *(volatile double *)0 = alpha;\n    return alpha_new;",
+     "next_alpha crashed with SIGSEGV"),
+    ("fortran", "    real(c_double) :: beta\n", "", "does not compile"),   # implicit none
+])
+def test_wrong_compiled_next_alpha_fails(tmp_path, monkeypatch, lang, old, new, message):
+    text = changed(next_alpha_file(lang), old, new)
+    with pytest.raises(AssertionError, match=message):
+        graded_next_alpha(tmp_path, monkeypatch, lang, text)
+
+
+@pytest.mark.parametrize("lang", ["c", "fortran"])
+def test_untouched_compiled_stub_gets_no_points(tmp_path, monkeypatch, lang):
+    stub = re.sub(r"(/\*|!) ### BEGIN SOLUTION.*END SOLUTION( \*/)?", "", next_alpha_file(lang),
+                  flags=re.S)
+    assert "beta" not in stub
+    with pytest.raises(AssertionError, match="returned 0, but"):
+        graded_next_alpha(tmp_path, monkeypatch, lang, stub)
+
+
+def test_compiled_endless_loop_is_stopped(tmp_path):
+    path = tmp_path / "next_alpha.c"
+    path.write_text(changed(next_alpha_file("c"), "    return alpha_new;",
+                            "    for (volatile int i = 0; i >= 0; i = 0)\n        ;\n"
+                            "    return alpha_new;"))
+    with pipecg.compiled_next_alpha("c", path, timeout=1.0) as next_alpha:
+        with pytest.raises(AssertionError, match="did not finish within 1 s"):
+            pipecg.check_alpha_recurrence(next_alpha, sizes=(8,), seeds=(1,))
+
+
+def test_wrong_task1_language():
+    with pytest.raises(AssertionError, match="TASK1_LANGUAGE must be"):
+        pipecg.compiled_next_alpha("julia")
 
 
 # --- task 2: the solutions -----------------------------------------------------------------------

@@ -26,10 +26,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import select
 import tempfile
 import textwrap
 import time
 import types
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -284,28 +286,37 @@ def compile_kernel(source: str | Path, lang: str, link_course: bool = False,
     return lib
 
 
+# what a compiled function may return (run_isolated's `returns`): how its result comes back
+RETURNS = {None: lambda saved: None, "int": int, "double": float}
+
+
 @dataclass
 class Run:
-    """One call made by run_isolated: the function's int result (or None), the arrays as the
-    function left them (None for those not kept) and the seconds the call took."""
-    result: int | None
+    """One call made by run_isolated: the function's result (an int or a float, as `returns` said;
+    None for a void function), the arrays as the function left them (None for those not kept) and
+    the seconds the call took."""
+    result: int | float | None
     arrays: list
     seconds: float
 
 
-def run_isolated(lib: Path, function: str, args: list, returns_int: bool = False,
+def run_isolated(lib: Path, function: str, args: list, returns: str | None = None,
                  timeout: float = 10.0, threads: int | None = None, repeat: int = 1,
                  keep=None, env: dict | None = None) -> list[Run]:
     """Call `function(*args)` of the library `lib` `repeat` times in ONE child process, each time
     on fresh copies of the arguments; returns one Run per call.
 
-    Python ints become C ints, floats C doubles, NumPy arrays pointers to their data. threads:
+    Python ints become C ints, floats C doubles, NumPy arrays pointers to their data. returns:
+    what the function returns, "int" (a C int), "double" or None (void). threads:
     OMP_NUM_THREADS of the child (the OpenMP threads of the learner's parallel regions); None
     keeps the caller's environment. env: more variables for the child's environment. keep: the
     positions of the arrays to send back (default: all). A call that crashes, or runs past
     `timeout` seconds (all calls together), raises AssertionError naming the call."""
     if repeat < 1:
         raise ValueError(f"repeat must be at least 1, got {repeat}")
+    if returns not in RETURNS:
+        raise ValueError(f"returns must be one of {', '.join(map(repr, RETURNS))}, "
+                         f"not {returns!r}")
     extra = {**(env or {}), **({} if threads is None else {"OMP_NUM_THREADS": str(int(threads))})}
     env = {**os.environ, **{k: str(v) for k, v in extra.items()}} if extra else None
     with_threads = "" if threads is None else f" with OMP_NUM_THREADS={int(threads)}"
@@ -314,7 +325,7 @@ def run_isolated(lib: Path, function: str, args: list, returns_int: bool = False
         args_path, out_path = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
         np.savez(args_path, *[np.asarray(a) for a in args])
         command = [sys.executable, "-c", _child_program(), str(lib), function, str(args_path),
-                   str(out_path), str(int(returns_int)), str(repeat), ",".join(map(str, keep))]
+                   str(out_path), str(returns), str(repeat), ",".join(map(str, keep))]
         try:
             result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                                     env=env)
@@ -332,7 +343,7 @@ def run_isolated(lib: Path, function: str, args: list, returns_int: bool = False
         if result.returncode != 0:
             raise AssertionError(f"{function} could not be called:\n{result.stderr.strip()}")
         with np.load(out_path) as out:
-            return [Run(int(out[f"result{k}"]) if returns_int else None,
+            return [Run(RETURNS[returns](out[f"result{k}"]),
                         [out[f"run{k}_{i}"] if f"run{k}_{i}" in out.files else None
                          for i in range(len(args))],
                         float(out[f"seconds{k}"]))
@@ -348,17 +359,101 @@ def _which_run(stderr, repeat: int) -> str:
     return f" in run {started[-1]} of {repeat}" if started else ""
 
 
-def call_isolated(lib: Path, function: str, args: list, returns_int: bool = False,
+def call_isolated(lib: Path, function: str, args: list, returns: str | None = None,
                   timeout: float = 10.0, threads: int | None = None
-                  ) -> tuple[int | None, list[np.ndarray]]:
+                  ) -> tuple[int | float | None, list[np.ndarray]]:
     """Call `function(*args)` of the library `lib` in a child process (see _child below).
 
     Python ints become C ints, floats C doubles, NumPy arrays pointers to their data. Returns the
-    function's int result (or None) and the arrays as the function left them. threads: the
-    OMP_NUM_THREADS of the child (None: the caller's environment)."""
-    run = run_isolated(lib, function, args, returns_int=returns_int, timeout=timeout,
+    function's result (an int, a float or None: see run_isolated's `returns`) and the arrays as
+    the function left them. threads: the OMP_NUM_THREADS of the child (None: the caller's
+    environment)."""
+    run = run_isolated(lib, function, args, returns=returns, timeout=timeout,
                        threads=threads)[0]
     return run.result, run.arrays
+
+
+class ServedFunction:
+    """A compiled function of scalars, called from Python with the same arguments, in ONE child
+    process that serves call after call over a pipe: a check that calls it once per step of a CG
+    (a hundred times) starts one process, not one per call (0.1 s each, as run_isolated would),
+    and a crash or an endless loop still ends only the child.
+
+    params: one letter per argument, "i" (a C int) or "d" (a double), passed by value; returns:
+    "int" or "double". The numbers cross the pipe exactly (doubles as float.hex). A call that
+    crashes the child or runs past `timeout` seconds raises AssertionError, and the next call
+    starts a fresh child; close() (or the end of a with block, or garbage collection) ends it."""
+
+    def __init__(self, lib: Path, function: str, params: str, returns: str,
+                 timeout: float = 10.0):
+        if set(params) - {"i", "d"} or returns not in ("int", "double"):
+            raise ValueError(f"params are letters i and d, returns 'int' or 'double'; got "
+                             f"{params!r}, {returns!r}")
+        self.lib, self.function, self.params, self.returns = lib, function, params, returns
+        self.timeout = timeout
+        self._process = None
+
+    def __call__(self, *args):
+        if len(args) != len(self.params):
+            raise TypeError(f"{self.function} takes {len(self.params)} arguments, "
+                            f"got {len(args)}")
+        process = self._process or self._start()
+        line = " ".join(str(int(a)) if p == "i" else float(a).hex()
+                        for p, a in zip(self.params, args))
+        with contextlib.suppress(BrokenPipeError):       # a dead child is reported below
+            process.stdin.write(line + "\n")
+            process.stdin.flush()
+        ready, _, _ = select.select([process.stdout], [], [], self.timeout)
+        answer = process.stdout.readline() if ready else None
+        if answer:
+            return int(answer) if self.returns == "int" else float.fromhex(answer.strip())
+        if answer == "":                                  # the child ended: how?
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=self.timeout)
+        self._stderr.seek(0)
+        said = self._stderr.read().decode(errors="replace").strip().splitlines()
+        self.close()
+        if answer is None:
+            raise AssertionError(f"{self.function} did not finish within {self.timeout:g} s "
+                                 "(an endless loop?)")
+        if process.returncode < 0:
+            name = signal.Signals(-process.returncode).name
+            raise AssertionError(f"{self.function} crashed with {name}" + (
+                " (a segmentation fault: in Fortran, arguments declared without `value` are "
+                "read as addresses)" if name == "SIGSEGV" else ""))
+        raise AssertionError(f"{self.function} could not be called: "
+                             f"{said[-1] if said else f'exit status {process.returncode}'}")
+
+    def _start(self) -> subprocess.Popen:
+        self._stderr = tempfile.TemporaryFile()      # unbounded: a chatty function never blocks
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", _server_program(), str(self.lib), self.function, self.params,
+             self.returns], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+            text=True)
+        self._stop = weakref.finalize(self, _stop_child, self._process)
+        return self._process
+
+    def close(self) -> None:
+        """End the child process (a later call starts a fresh one)."""
+        if self._process is not None:
+            self._stop()
+            self._stderr.close()
+            self._process = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _stop_child(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+    for pipe in (process.stdin, process.stdout):
+        with contextlib.suppress(OSError):
+            pipe.close()
 
 
 def course_library(lang: str) -> Path:
@@ -444,7 +539,7 @@ def check_fem3d_assemble(source: str | Path, lang: str, seeds=(1,), sizes=((1, 1
                                                         row_ptr, col_idx)
             args = [box.n_elem, box.elements + base, xyz, 1.5, q, row_ptr + base, col_idx + base,
                     np.zeros(col_idx.size), np.zeros(box.n_node)]
-            status, arrays = call_isolated(lib, "fem3d_assemble", args, returns_int=True,
+            status, arrays = call_isolated(lib, "fem3d_assemble", args, returns="int",
                                            timeout=timeout)
             case = f"a {nx} x {ny} x {nz} mesh with moved inner nodes (seed {seed})"
             assert status == 0, f"fem3d_assemble returned {status} for {case}, expected 0"
@@ -462,7 +557,7 @@ def check_fem3d_assemble(source: str | Path, lang: str, seeds=(1,), sizes=((1, 1
     status, _ = call_isolated(lib, "fem3d_assemble",
                               [box.n_elem, box.elements + base, xyz, 1.0, np.ones(box.n_node),
                                row_ptr + base, col_idx + base, np.zeros(col_idx.size),
-                               np.zeros(box.n_node)], returns_int=True, timeout=timeout)
+                               np.zeros(box.n_node)], returns="int", timeout=timeout)
     if lang == "fortran":
         inverted = "element 2 (1-based) is inverted, expected -2 (minus the element)"
     else:
@@ -640,7 +735,7 @@ def check_race_free_cg(source: str | Path, lang: str, sizes=((6, 5, 4),),
         if (dx, dy, dz) != (1.0, 1.0, 1.0):
             what += f" of size {dx:g} x {dy:g} x {dz:g}"
         for t in threads:
-            runs = run_isolated(lib, "cg_single_region", args, returns_int=True,
+            runs = run_isolated(lib, "cg_single_region", args, returns="int",
                                 timeout=timeout, threads=t, repeat=repeat, keep=[5, 8],
                                 env=PASSIVE)
             for k, run in enumerate(runs):
@@ -677,7 +772,7 @@ def check_race_free_cg(source: str | Path, lang: str, sizes=((6, 5, 4),),
                         "says)")
 
 
-def _child(lib: str, function: str, args_path: str, out_path: str, returns_int: str,
+def _child(lib: str, function: str, args_path: str, out_path: str, returns: str,
            repeat: str = "1", keep: str | None = None) -> None:
     """Runs in the child process: load the arguments, call the function `repeat` times (each on
     fresh copies of the arguments), save what each call left in the arrays listed in keep."""
@@ -687,7 +782,7 @@ def _child(lib: str, function: str, args_path: str, out_path: str, returns_int: 
         loaded = [saved[f"arr_{i}"] for i in range(len(saved.files))]
     keep = range(len(loaded)) if keep is None else [int(i) for i in keep.split(",") if i]
     fn = getattr(ctypes.CDLL(lib), function)
-    fn.restype = ctypes.c_int if returns_int == "1" else None
+    fn.restype = {"int": ctypes.c_int, "double": ctypes.c_double}.get(returns)
     fn.argtypes = [ctypes.c_int if a.ndim == 0 and a.dtype.kind == "i" else
                    ctypes.c_double if a.ndim == 0 else ctypes.c_void_p for a in loaded]
     out = {}
@@ -702,6 +797,33 @@ def _child(lib: str, function: str, args_path: str, out_path: str, returns_int: 
         out[f"result{k}"] = result if result is not None else 0
         out.update({f"run{k}_{i}": args[i] for i in keep})
     np.savez(out_path, **out)
+
+
+def _serve(lib: str, function: str, params: str, returns: str) -> None:
+    """Runs in ServedFunction's child process: call the function on each line of stdin (its
+    arguments, doubles as float.hex), answer each on a line of the original stdout. What the
+    function prints goes to stderr, so that it cannot garble the answers."""
+    import ctypes
+    import os
+
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    types = {"i": ctypes.c_int, "d": ctypes.c_double}
+    fn = getattr(ctypes.CDLL(lib), function)
+    fn.argtypes = [types[p] for p in params]
+    fn.restype = types[returns[0]]
+    for line in sys.stdin:
+        result = fn(*[int(v) if p == "i" else float.fromhex(v)
+                      for p, v in zip(params, line.split())])
+        answers.write(f"{result}\n" if returns == "int" else f"{float(result).hex()}\n")
+        answers.flush()
+
+
+@functools.cache
+def _server_program() -> str:
+    """_serve as a program of its own (`python -c`): it imports nothing but ctypes."""
+    return "import sys\n\n" + textwrap.dedent(inspect.getsource(_serve)) + \
+        "\n_serve(*sys.argv[1:5])\n"
 
 
 @functools.cache

@@ -347,7 +347,7 @@ def compiled_incompatible_nodes(source, lang: str, timeout: float = 10.0):
         n, ptr, adj = _graph_args(ptr, adj, lang)
         color = np.asarray(color, dtype=np.int32) + base
         (run,) = exercise.run_isolated(lib, "incompatible_nodes", [n, ptr, adj, color],
-                                       returns_int=True, timeout=timeout, keep=[])
+                                       returns="int", timeout=timeout, keep=[])
         return run.result
     return incompatible_nodes
 

@@ -1,6 +1,7 @@
 """Checks for the exercise of lecture 06_pipecg.
 
-    check_alpha_recurrence(next_alpha)                         task 1, in this process
+    check_alpha_recurrence(next_alpha)                         task 1 in Python, in this process
+    check_alpha_recurrence(compiled_next_alpha("c"))           task 1 in C or Fortran, in a child
     check_chronopoulos_gear("cg.c", "c", [Case(3, "metis", (6, 5, 4))])   task 2, under mpiexec
 
 Each raises AssertionError with a message for the learner when something is wrong. The learner's
@@ -34,9 +35,19 @@ LANGUAGES = ("c", "fortran", "python")
 
 # --- task 1: the recurrence for alpha ------------------------------------------------------------
 
+# how close next_alpha must come to (r,u)/(p,Ap), relative: the recurrence written in any of the
+# ways that are right agrees to 3e-15 on every case of the notebook, one number of it in single
+# precision (a C float, a Fortran real) puts it 1e-10 to 1e-7 off
+ALPHA_RTOL = 1e-12
+SINGLE_PRECISION = ("That is close, but farther than rounding takes a right answer (1e-12): is a "
+                    "number in single precision (a C float, a Fortran real without the kind "
+                    "c_double, a literal such as 0.5 without _c_double, an np.float32)?")
+
+
 def check_alpha_recurrence(next_alpha, sizes=(12, 40), seeds=(1, 2), steps: int = 6) -> None:
     """Run plain CG on random SPD systems; at every step compare next_alpha(gamma_new, gamma,
-    delta, alpha) (with gamma = (r, u), delta = (A u, u)) with alpha = (r, u) / (p, A p)."""
+    delta, alpha) (with gamma = (r, u), delta = (A u, u)) with alpha = (r, u) / (p, A p), to a
+    relative ALPHA_RTOL."""
     for n in sizes:
         for seed in seeds:
             rng = np.random.default_rng(seed * 100 + n)
@@ -52,21 +63,51 @@ def check_alpha_recurrence(next_alpha, sizes=(12, 40), seeds=(1, 2), steps: int 
                     got = next_alpha(float(gamma), float(gamma_old), float(r @ (a @ r)),
                                      float(alpha))
                     try:
-                        ok = bool(np.isclose(float(got), expected, rtol=1e-9))
+                        ok = bool(np.isclose(float(got), expected, rtol=ALPHA_RTOL, atol=0.0))
                     except (TypeError, ValueError):
                         raise AssertionError(f"next_alpha must return a number, got "
                                              f"{type(got).__name__} {str(got)[:60]}")
                     if not ok:
+                        close = abs(float(got) - expected) <= 1e-5 * abs(expected)
+                        mine, theirs = _told_apart(float(got), expected)
                         raise AssertionError(
                             f"next_alpha({gamma:.6g}, {gamma_old:.6g}, {r @ (a @ r):.6g}, "
-                            f"{alpha:.6g}) returned {float(got):.6g}, but CG's alpha = "
-                            f"(r,u)/(p,Ap) is {expected:.6g} at step {step} of a CG on a "
-                            f"{n} x {n} system (no preconditioner: u = r). Check beta = "
-                            "gamma_new / gamma and which earlier scalars the recurrence uses.")
+                            f"{alpha:.6g}) returned {mine}, but CG's alpha = (r,u)/(p,Ap) is "
+                            f"{theirs} at step {step} of a CG on a {n} x {n} system (no "
+                            "preconditioner: u = r). " + (SINGLE_PRECISION if close else
+                                                          "Check beta = gamma_new / gamma and "
+                                                          "which earlier scalars the recurrence "
+                                                          "uses."))
                 alpha = expected
                 r = r - alpha * q
                 gamma_old, gamma = gamma, r @ r
                 p = r + (gamma / gamma_old) * p
+
+
+def _told_apart(x: float, y: float) -> tuple[str, str]:
+    """x and y with 6 significant digits, or as many more as it takes to tell them apart."""
+    for digits in range(6, 18):
+        if f"{x:.{digits}g}" != f"{y:.{digits}g}":
+            break
+    return f"{x:.{digits}g}", f"{y:.{digits}g}"
+
+
+NEXT_ALPHA_FILES = {"c": "next_alpha.c", "fortran": "next_alpha.f90"}   # the notebook's
+
+
+def compiled_next_alpha(lang: str, source=None, timeout: float = 10.0):
+    """The learner's next_alpha in C (`double next_alpha(double gamma_new, double gamma, double
+    delta, double alpha)`) or Fortran (the same with bind(C) and real(c_double), value
+    arguments), from `source` (default: next_alpha.c or next_alpha.f90, what the notebook's
+    %%writefile cell writes), compiled, as a callable with the Python answer's signature for
+    check_alpha_recurrence: every call runs in one child process (exercise.ServedFunction), so
+    that a crash or an endless loop fails the check instead of killing the notebook's kernel."""
+    from .exercise import ServedFunction, compile_kernel
+
+    if lang not in NEXT_ALPHA_FILES:
+        raise AssertionError(f"TASK1_LANGUAGE must be 'python', 'c' or 'fortran', not {lang!r}")
+    lib = compile_kernel(source or NEXT_ALPHA_FILES[lang], lang)
+    return ServedFunction(lib, "next_alpha", "dddd", "double", timeout)
 
 
 # --- task 2: the solver, compiled and run under mpiexec ------------------------------------------
