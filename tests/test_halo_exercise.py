@@ -4,7 +4,8 @@ wrong answers fail, each with the message that says what happened: external valu
 were, export and import swapped, a blocking Send before the Recv (a deadlock once the messages pass
 the eager limit), a segfault, a tag mismatch or a message to the wrong rank (deadlocks), Fortran
 code that takes the tables as 0-based, pickling calls, code that does not compile. The learner's
-local tables are checked field by field.
+local tables are checked table by table, in Python and in C and Fortran (compiled and called in a
+child process: 0-based Fortran tables, a crash, an endless loop, an array overrun).
 
 Every exchange runs under mpiexec in a subprocess that the check stops itself: a deadlock fails
 in seconds and leaves no process behind."""

@@ -98,9 +98,12 @@ def _submit(course: Path, key: str, student: str, nb) -> None:
 def _replace_in_cell(nb, grade_id: str | None, old: str, new: str):
     """Replace `old` by `new` in the cell `grade_id` (None: the first cell that holds `old`, such
     as the LANGUAGE cell)."""
-    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
-                or (grade_id is None and old in c.source))
-    assert old in cell.source, f"{old!r} not in cell {grade_id}"
+    def holds(c) -> bool:
+        if grade_id is None:
+            return old in c.source
+        return c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+    cell = next((c for c in nb.cells if holds(c)), None)
+    assert cell is not None and old in cell.source, f"{old!r} not in cell {grade_id}"
     cell.source = cell.source.replace(old, new)
     return nb
 
