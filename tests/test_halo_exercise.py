@@ -4,7 +4,8 @@ wrong answers fail, each with the message that says what happened: external valu
 were, export and import swapped, a blocking Send before the Recv (a deadlock once the messages pass
 the eager limit), a segfault, a tag mismatch or a message to the wrong rank (deadlocks), Fortran
 code that takes the tables as 0-based, pickling calls, code that does not compile. The learner's
-local tables are checked field by field.
+local tables are checked table by table, in Python and in C and Fortran (compiled and called in a
+child process: 0-based Fortran tables, a crash, an endless loop, an array overrun).
 
 Every exchange runs under mpiexec in a subprocess that the check stops itself: a deadlock fails
 in seconds and leaves no process behind."""
@@ -619,3 +620,154 @@ def test_the_course_local_module_is_blocked():
         return tables
     with pytest.raises(AssertionError, match=r"course's own course\.parallel\.local\._offsets"):
         grading.check_local_tables(local_tables, UNSEEN[:1])
+
+
+def sorted_with_a_key():
+    """Right, but not the solution's: the external nodes sorted with a key function."""
+    text = changed(solution_cell("05_halo", "local_tables"),
+                   "external = external[np.lexsort((external, owner[external]))]",
+                   "external = np.array(sorted(external, key=lambda n: (owner[n], n)), dtype=int)")
+    namespace = {"np": np}
+    exec(text, namespace)                                           # noqa: S102
+    return namespace["local_tables"]
+
+
+def test_externals_sorted_with_a_key_pass():
+    grading.check_local_tables(sorted_with_a_key(), UNSEEN[:3])
+
+
+# --- task 1 in C and Fortran: compiled, called in a child process --------------------------------
+
+TABLES_SUFFIX = {"c": ".c", "fortran": ".f90"}
+
+
+def compiled_tables(tmp_path, lang: str, text: str | None = None, **options):
+    """The solution cell of `lang` (or `text`) as the check's callable."""
+    text = written_file("05_halo", f"local_tables_{lang}") if text is None else text
+    path = tmp_path / f"local_tables{TABLES_SUFFIX[lang]}"
+    path.write_text(text)
+    return grading.compiled_local_tables(path, lang, **options)
+
+
+def tables_failure(tmp_path, lang: str, text: str, cases=UNSEEN, **options) -> str:
+    with pytest.raises(AssertionError) as info:
+        grading.check_local_tables(compiled_tables(tmp_path, lang, text, **options), cases)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("lang", ["c", "fortran"])
+def test_the_compiled_solution_local_tables_pass(tmp_path, lang):
+    grading.check_local_tables(compiled_tables(tmp_path, lang), UNSEEN)
+
+
+def tables_c(*edits) -> str:
+    text = written_file("05_halo", "local_tables_c")
+    for old, new in edits:
+        text = changed(text, old, new)
+    return text
+
+
+def tables_fortran(*edits) -> str:
+    text = written_file("05_halo", "local_tables_fortran")
+    for old, new in edits:
+        text = changed(text, old, new)
+    return text
+
+
+WRONG_TABLES = {
+    # the owners taken in descending order: the external nodes not grouped by ascending owner
+    "c_owners_descending": ("c", tables_c(("for (int q = 0; q < n_rank; q++) {",
+                                           "for (int q = n_rank - 1; q >= 0; q--) {")),
+                            "global_ids is wrong: the right external nodes in the wrong order"),
+    # a loop from 1, as in Fortran: node 0 is never exported (an export count too small)
+    "c_exports_from_1": ("c", tables_c(("        for (int i = 0; i < n_node; i++)                 "
+                                        "/* our nodes near q's",
+                                        "        for (int i = 1; i < n_node; i++)                 "
+                                        "/* our nodes near q's")),
+                         "export_ptr is [0, 24, 47], expected [0, 25, 49] (the offsets of each "
+                         "neighbour's share in export_index"),
+    # global numbers exported, not local indices
+    "c_global_exports": ("c", tables_c(("export_index[export_ptr[n_nb + 1]++] = local[i];",
+                                        "export_index[export_ptr[n_nb + 1]++] = i;")),
+                         "export_index for neighbour"),
+    # n_local never counts the external nodes
+    "c_n_local": ("c", tables_c(("counts[1] = n_local;", "counts[1] = n_internal;")),
+                  "external node(s) are missing"),
+    "c_n_neighbours": ("c", tables_c(("counts[2] = n_nb;", "counts[2] = n_rank;")),
+                       "n_neighbours (counts[2]) must be between 0 and"),
+    # the owners in descending order, in Fortran
+    "fortran_owners_descending": ("fortran", tables_fortran(("do q = 0, n_rank - 1",
+                                                             "do q = n_rank - 1, 0, -1")),
+                                  "global_ids is wrong: the right external nodes in the wrong "
+                                  "order"),
+    # 0-based node numbers in Fortran
+    "fortran_0_based_nodes": ("fortran", tables_fortran(("global_ids(n_internal) = i",
+                                                         "global_ids(n_internal) = i - 1"),
+                                                        ("global_ids(n_local) = i",
+                                                         "global_ids(n_local) = i - 1")),
+                              "every entry is one too small (0-based? in Fortran they count "
+                              "from 1)"),
+    # 0-based offsets in Fortran
+    "fortran_0_based_offsets": ("fortran", tables_fortran(
+        ("import_ptr(1) = 1", "import_ptr(1) = 0"),
+        ("if (n_local - n_internal + 1 == import_ptr(n_nb + 1))",
+         "if (n_local - n_internal == import_ptr(n_nb + 1))"),
+        ("import_ptr(n_nb + 1) = n_local - n_internal + 1",
+         "import_ptr(n_nb + 1) = n_local - n_internal")),
+        "import_ptr is [0, "),
+    # 0-based local indices in Fortran
+    "fortran_0_based_exports": ("fortran", tables_fortran(("      local(i) = n_internal\n",
+                                                           "      local(i) = n_internal - 1\n")),
+                                "export_index for neighbour"),
+}
+
+
+@pytest.mark.parametrize("name", WRONG_TABLES)
+def test_wrong_compiled_local_tables_name_the_table(tmp_path, name):
+    lang, text, expected = WRONG_TABLES[name]
+    message = tables_failure(tmp_path, lang, text)
+    assert expected in message, message
+    assert re.search(r"^local_tables for rank \d+ of the .* mesh", message), message
+    assert ("from 1, ranks from 0]" in message) == (lang == "fortran" and "counts" not in message)
+
+
+def test_fortran_messages_count_from_1(tmp_path):
+    message = tables_failure(tmp_path, "fortran", WRONG_TABLES["fortran_0_based_exports"][1],
+                             UNSEEN[-1:])
+    # rank 0 of the 4 x 4 x 2 mesh in 2 x 2 blocks sends its 9 x-boundary nodes to rank 1 first
+    assert "export_index(1:9) is [0, " in message and "expected [1, " in message, message
+    assert "every entry is one too small" in message, message
+
+
+def test_a_compiled_answer_that_writes_past_its_room_fails(tmp_path):
+    text = tables_c(("counts[2] = n_nb;", "counts[2] = n_nb;\n    neighbours[n_rank] = 0;"))
+    message = tables_failure(tmp_path, "c", text, UNSEEN[:1])
+    assert "neighbours has room for 4 entries, and your function wrote past them, into " \
+           "neighbours[4]" in message, message
+
+
+def test_a_compiled_answer_that_crashes_or_hangs_fails(tmp_path):
+    crash = tables_c(("counts[2] = n_nb;", "counts[2] = n_nb;\n    *(volatile int *)0 = 1;"))
+    message = tables_failure(tmp_path, "c", crash, UNSEEN[:1])
+    assert "local_tables for rank 0 of" in message and "crashed with SIGSEGV" in message, message
+    hang = tables_fortran(("  counts = [n_internal, n_local, n_nb]\n",
+                           "  do while (n_nb >= 0)\n    counts(1) = n_nb\n  end do\n"))
+    message = tables_failure(tmp_path, "fortran", hang, UNSEEN[:1], timeout=2.0)
+    assert "did not finish within 2 s" in message, message
+
+
+def test_the_untouched_compiled_stubs_fail(tmp_path):
+    from course.grading import ClearSolutionsByCellLanguage  # noqa: F401 - what the stubs are
+
+    for lang, comment in (("c", "/* YOUR CODE HERE */"), ("fortran", "! YOUR CODE HERE")):
+        text = written_file("05_halo", f"local_tables_{lang}")
+        begin, end = ("/* ### BEGIN SOLUTION */", "/* ### END SOLUTION */") if lang == "c" \
+            else ("! ### BEGIN SOLUTION", "! ### END SOLUTION")
+        stub = text[:text.index(begin)] + comment + text[text.index(end) + len(end):]
+        message = tables_failure(tmp_path, lang, stub, UNSEEN[:1])
+        assert "your function wrote nothing into counts" in message, message
+
+
+def test_task1_language_must_be_one_of_three(tmp_path):
+    with pytest.raises(AssertionError, match="TASK1_LANGUAGE must be 'python', 'c' or 'fortran'"):
+        grading.compiled_local_tables(None, "C")

@@ -1,7 +1,8 @@
-"""Checks for the exercise of lecture 05_halo: the learner's local tables (Python) and halo exchange
-(C, Fortran or mpi4py), against course.parallel.local and course.parallel.halo.
+"""Checks for the exercise of lecture 05_halo: the learner's local tables (Python, C or Fortran) and
+halo exchange (C, Fortran or mpi4py), against course.parallel.local and course.parallel.halo.
 
     check_local_tables(local_tables, [Case(3, "metis", (5, 4, 3))])
+    check_local_tables(compiled_local_tables("local_tables.f90", "fortran"), cases)
     check_halo_exchange("halo_exchange.c", "c", [Case(2, "blocks", (4, 3, 2))])
 
 Each raises AssertionError with a message for the learner when something is wrong. The exchange
@@ -32,7 +33,7 @@ from ..parallel.mpi_job import Job, run_watched
 from ..parallel.partition import make_partition
 from . import halo_messages as messages
 from . import mpi_monitor
-from .exercise import plain, references_blocked
+from .exercise import compile_kernel, entry, plain, references_blocked, run_isolated
 
 LANGUAGES = ("c", "fortran", "python")
 REPEAT = 3                          # exchanges per case, each with new values
@@ -103,19 +104,37 @@ def check_local_tables(local_tables, cases) -> None:
     """Call local_tables(elements, owner, rank) for every rank of every case and compare each
     table with course.parallel.local.local_data; AssertionError naming the first wrong table.
     While the learner's function runs, every function of course.parallel.local (the module that
-    computes these tables, private helpers included) is blocked."""
+    computes these tables, private helpers included) is blocked. A C or Fortran answer comes as
+    the callable of compiled_local_tables: its messages show the numbers as the learner's arrays
+    hold them (1-based in Fortran)."""
+    lang = getattr(local_tables, "lang", "python")
     for case in cases:
         mesh = case.mesh()
         owner = case.owner(mesh)
         for rank in range(case.ranks):
+            where = f"rank {rank} of {case.describe()}"
             expected = local_data(mesh, owner, rank)
-            with references_blocked(local_module):
-                got = local_tables(np.array(mesh.elements), owner.copy(), rank)
-            _compare_tables(got, expected, owner, f"rank {rank} of {case.describe()}")
+            try:
+                with references_blocked(local_module):
+                    got = local_tables(np.array(mesh.elements), owner.copy(), rank)
+            except AssertionError as err:
+                if lang == "python":
+                    raise
+                raise AssertionError(f"local_tables for {where}: {err}") from None
+            try:
+                _compare_tables(got, expected, owner, where, lang)
+            except AssertionError as err:
+                if lang != "fortran":
+                    raise
+                raise AssertionError(f"{err} {FORTRAN_NUMBERS}") from None
 
 
-def _show(values, keep: int = 12) -> str:
-    values = [int(v) for v in np.ravel(values)]
+FORTRAN_NUMBERS = ("[the numbers as your Fortran arrays hold them: nodes, offsets and local "
+                   "indices from 1, ranks from 0]")
+
+
+def _show(values, keep: int = 12, base: int = 0) -> str:
+    values = [int(v) + base for v in np.ravel(values)]
     more = f", ... ({len(values)} in all)" if len(values) > keep else ""
     return "[" + ", ".join(map(str, values[:keep])) + more + "]"
 
@@ -141,72 +160,173 @@ def _as_ints(got: dict, name: str, where: str) -> np.ndarray:
     return values.astype(np.int64)
 
 
-def _compare_tables(got, expected: LocalData, owner: np.ndarray, where: str) -> None:
+def _one_too_small(got, want, lang: str) -> str:
+    """A hint for Fortran tables that count from 0."""
+    if lang == "fortran" and len(got) == len(want) and len(got) and np.array_equal(got + 1, want):
+        return ": every entry is one too small (0-based? in Fortran they count from 1)"
+    return ""
+
+
+def _compare_tables(got, expected: LocalData, owner: np.ndarray, where: str,
+                    lang: str = "python") -> None:
+    """got (0-based, as the Python answer and compiled_local_tables give it) against expected;
+    messages with the numbers shifted to the learner's base (lang: 1-based in Fortran)."""
     if not isinstance(got, dict) or any(name not in got for name in TABLES):
         missing = [n for n in TABLES if not isinstance(got, dict) or n not in got]
         raise AssertionError(f"local_tables must return a dict with the keys {', '.join(TABLES)}; "
                              f"for {where} it returned {type(got).__name__} without "
                              f"{', '.join(missing)}")
+    base = 1 if lang == "fortran" else 0
+    plus = "1 + " if base else ""
     n = expected.n_internal
     if not isinstance(got["n_internal"], (int, np.integer)) or got["n_internal"] != n:
-        raise AssertionError(f"local_tables for {where}: n_internal is "
-                             f"{_shown(got['n_internal'])}, "
+        name = "n_internal" if lang == "python" else f"n_internal ({entry('counts', 0, lang)})"
+        raise AssertionError(f"local_tables for {where}: {name} is {_shown(got['n_internal'])}, "
                              f"expected {n} (the number of nodes this rank owns)")
-    _compare_global_ids(_as_ints(got, "global_ids", where), expected, owner, where)
-    for name, hint in (
-            ("neighbours", "the owners of the external nodes, each once, ascending"),
-            ("import_ptr", "the offsets of each neighbour's external nodes in the list after the "
-                           "internal ones: 0, then a running sum, one more entry than neighbours"),
-            ("export_ptr", "the offsets of each neighbour's share in export_index: 0, then a "
-                           "running sum of how many internal nodes each neighbour needs")):
-        values = _as_ints(got, name, where)
-        if not np.array_equal(values, getattr(expected, name)):
-            raise AssertionError(f"local_tables for {where}: {name} is {_show(values)}, expected "
-                                 f"{_show(getattr(expected, name))} ({hint})")
+    _compare_global_ids(_as_ints(got, "global_ids", where), expected, owner, where, base)
+    for name, shift, hint in (
+            ("neighbours", 0, "the owners of the external nodes, each once, ascending"),
+            ("import_ptr", base, f"the offsets of each neighbour's external nodes in the list "
+                                 f"after the internal ones: {base}, then {plus}a running sum, one "
+                                 f"more entry than neighbours"),
+            ("export_ptr", base, f"the offsets of each neighbour's share in export_index: {base}, "
+                                 f"then {plus}a running sum of how many internal nodes each "
+                                 f"neighbour needs")):
+        values, want = _as_ints(got, name, where), getattr(expected, name)
+        if not np.array_equal(values, want):
+            raise AssertionError(f"local_tables for {where}: {name} is "
+                                 f"{_show(values, base=shift)}, expected "
+                                 f"{_show(want, base=shift)} ({hint})"
+                                 f"{_one_too_small(values, want, lang)}")
     export_index = _as_ints(got, "export_index", where)
     for m, q in enumerate(expected.neighbours):
         want = expected.exports_to(m)
-        have = export_index[expected.export_ptr[m]:expected.export_ptr[m + 1]]
+        start, end = int(expected.export_ptr[m]), int(expected.export_ptr[m + 1])
+        have = export_index[start:end]
+        part = f"export_index({start + 1}:{end})" if lang == "fortran" else \
+            f"export_index[{start}:{end}]"
         if not np.array_equal(have, want):
             raise AssertionError(
                 f"local_tables for {where}: export_index for neighbour {q} (local indices "
-                f"export_index[{expected.export_ptr[m]}:{expected.export_ptr[m + 1]}]) is "
-                f"{_show(have)}, expected {_show(want)}: the internal nodes of this rank that "
-                f"share an element with a node of rank {q}, as LOCAL indices, in the order rank "
-                f"{q} numbers them (ascending global number)")
+                f"{part}) is {_show(have, base=base)}, expected {_show(want, base=base)}: the "
+                f"internal nodes of this rank that share an element with a node of rank {q}, as "
+                f"LOCAL indices, in the order rank {q} numbers them (ascending global number)"
+                f"{_one_too_small(have, want, lang)}")
     if export_index.size != expected.export_index.size:
+        last = "export_ptr(n_neighbours + 1) - 1" if lang == "fortran" else "export_ptr[-1]"
         raise AssertionError(f"local_tables for {where}: export_index has {export_index.size} "
-                             f"entries, expected export_ptr[-1] = {expected.export_index.size}")
+                             f"entries, expected {last} = {expected.export_index.size}")
 
 
-def _compare_global_ids(got: np.ndarray, expected: LocalData, owner, where: str) -> None:
+def _compare_global_ids(got: np.ndarray, expected: LocalData, owner, where: str,
+                        base: int = 0) -> None:
     want, n = expected.global_ids, expected.n_internal
     if np.array_equal(got, want):
         return
     what = f"local_tables for {where}: global_ids is wrong"
     if not np.array_equal(got[:n], want[:n]):
-        raise AssertionError(f"{what} in its first n_internal = {n} entries: {_show(got[:n])}, "
-                             f"expected {_show(want[:n])} (the nodes this rank owns, ascending)")
+        hint = _one_too_small(got[:n], want[:n], "fortran" if base else "python")
+        raise AssertionError(f"{what} in its first n_internal = {n} entries: "
+                             f"{_show(got[:n], base=base)}, expected {_show(want[:n], base=base)} "
+                             f"(the nodes this rank owns, ascending){hint}")
     got_ext, want_ext = got[n:], want[n:]
     missing = np.setdiff1d(want_ext, got_ext)
     extra = np.setdiff1d(got_ext, want_ext)
     if missing.size:
         node = int(missing[0])
         raise AssertionError(f"{what}: {missing.size} external node(s) are missing, e.g. node "
-                             f"{node} (owned by rank {owner[node]}): every corner of an element "
-                             "that has an internal node, and that another rank owns, is external")
+                             f"{node + base} (owned by rank {owner[node]}): every corner of an "
+                             "element that has an internal node, and that another rank owns, is "
+                             "external")
     if extra.size or got_ext.size != want_ext.size:
         node = int(extra[0]) if extra.size else None
-        detail = (f"e.g. node {node} (owned by rank {owner[node]})" if node is not None
-                  else "some nodes appear twice")
+        detail = (f"e.g. node {node + base}" + (f" (owned by rank {owner[node]})"
+                                                if 0 <= node < owner.size else "")
+                  if node is not None else "some nodes appear twice")
         raise AssertionError(f"{what}: its external part holds {got_ext.size} nodes, expected "
                              f"{want_ext.size} ({detail}): the external nodes are the corners, "
                              "owned by other ranks, of the elements with an internal node, "
                              "each once")
-    raise AssertionError(f"{what}: the right external nodes in the wrong order: {_show(got_ext)} "
-                         f"(owners {_show(owner[got_ext])}), expected {_show(want_ext)} (owners "
-                         f"{_show(owner[want_ext])}): group them by owner, ranks ascending, and "
-                         "sort them by global number within an owner")
+    raise AssertionError(f"{what}: the right external nodes in the wrong order: "
+                         f"{_show(got_ext, base=base)} (owners {_show(owner[got_ext])}), expected "
+                         f"{_show(want_ext, base=base)} (owners {_show(owner[want_ext])}): group "
+                         "them by owner, ranks ascending, and sort them by global number within "
+                         "an owner")
+
+
+# the C and Fortran answer: the tables written into arrays the caller gives, with room to spare
+UNSET = -1                          # what the output arrays hold before the call
+GUARD = 8                           # entries past each array's room, which must stay UNSET
+OUTPUTS = ("global_ids", "counts", "neighbours", "import_ptr", "export_ptr", "export_index")
+
+
+def output_room(n_node: int, n_rank: int) -> dict:
+    """How many entries each output array of the C and Fortran local_tables has room for: every
+    local node once; 3 counts; every other rank once (and one offset more); every internal node
+    once for every neighbour (at most n_node * n_rank)."""
+    return dict(zip(OUTPUTS, (n_node, 3, n_rank, n_rank + 1, n_rank + 1, n_node * n_rank)))
+
+
+def compiled_local_tables(source, lang: str, timeout: float = 10.0):
+    """The learner's C or Fortran local_tables (compiled here, called in a child process: a
+    crash or an endless loop is an AssertionError) as a Python local_tables(elements, owner, rank)
+    that returns the dict of the Python answer, 0-based. The compiled function:
+
+        void local_tables(int n_elem, const int *elements /* 8 per element */, int n_node,
+                          const int *owner, int n_rank, int rank, int *global_ids,
+                          int *counts /* n_internal, n_local, n_neighbours */, int *neighbours,
+                          int *import_ptr, int *export_ptr, int *export_index)
+
+    the arrays with the room of output_room. In Fortran (bind(C), scalars by value) the node
+    numbers in elements and global_ids, the offsets and the local indices in export_index count
+    from 1; ranks count from 0. AssertionError when the counts are out of range or the function
+    writes past an array's room."""
+    if lang not in ("c", "fortran"):
+        raise AssertionError(f"TASK1_LANGUAGE must be 'python', 'c' or 'fortran', not {lang!r}")
+    lib = compile_kernel(source, lang)
+    base = 1 if lang == "fortran" else 0
+
+    def local_tables(elements, owner, rank):
+        elements = np.ascontiguousarray(elements, dtype=np.int32) + base
+        owner = np.ascontiguousarray(owner, dtype=np.int32)
+        n_node, n_rank = owner.size, int(owner.max()) + 1
+        room = output_room(n_node, n_rank)
+        outputs = [np.full(room[name] + GUARD, UNSET, dtype=np.int32) for name in OUTPUTS]
+        args = [elements.shape[0], elements, n_node, owner, n_rank, int(rank), *outputs]
+        (run,) = run_isolated(lib, "local_tables", args, timeout=timeout,
+                              keep=range(6, 6 + len(OUTPUTS)))
+        got = {}
+        for name, values in zip(OUTPUTS, run.arrays[6:]):
+            if np.any(values[room[name]:] != UNSET):
+                raise AssertionError(f"{name} has room for {room[name]} entries, and your "
+                                     f"function wrote past them, into "
+                                     f"{entry(name, room[name], lang)}")
+            got[name] = values[:room[name]]
+        return _tables_of(got, n_node, n_rank, base, lang)
+
+    local_tables.lang = lang
+    return local_tables
+
+
+def _tables_of(got: dict, n_node: int, n_rank: int, base: int, lang: str) -> dict:
+    """The 0-based tables of the Python answer from the arrays a compiled local_tables filled."""
+    counts = got["counts"][:3]
+    if np.all(counts == UNSET):
+        raise AssertionError("your function wrote nothing into counts (n_internal, n_local, "
+                             "n_neighbours)")
+    n_internal, n_local, n_nb = (int(c) for c in counts)
+    for k, (name, value, high) in enumerate((("n_local", n_local, n_node),
+                                             ("n_neighbours", n_nb, n_rank - 1))):
+        if not 0 <= value <= high:
+            raise AssertionError(f"n_internal, n_local, n_neighbours = "
+                                 f"{n_internal}, {n_local}, {n_nb} in counts: {name} "
+                                 f"({entry('counts', k + 1, lang)}) must be between 0 and {high}")
+    export_ptr = got["export_ptr"][:n_nb + 1] - base
+    end = int(np.clip(export_ptr[-1], 0, got["export_index"].size))
+    return {"global_ids": got["global_ids"][:n_local] - base, "n_internal": n_internal,
+            "neighbours": got["neighbours"][:n_nb],
+            "import_ptr": got["import_ptr"][:n_nb + 1] - base, "export_ptr": export_ptr,
+            "export_index": got["export_index"][:end] - base}
 
 
 # --- task 2: the exchange, compiled and run under mpiexec ----------------------------------------
@@ -215,8 +335,6 @@ def prepare_exchange(source, lang: str) -> Path:
     """The file the driver loads: the shared library compiled with mpicc / mpif90 from a C or
     Fortran source, or the Python file itself once it is known to define halo_exchange.
     AssertionError with the compiler's (or Python's) message otherwise."""
-    from .exercise import compile_kernel
-
     if lang not in LANGUAGES:
         raise AssertionError(f"LANGUAGE must be one of {', '.join(map(repr, LANGUAGES))}, "
                              f"not {lang!r}")
