@@ -29,14 +29,19 @@ def stub(text: str) -> str:
     return re.sub(r"(/\*|!) ### BEGIN SOLUTION.*END SOLUTION( \*/)?", "", text, flags=re.S)
 
 
-def graded(tmp_path, monkeypatch, task: int, lang: str, text: str | None = None) -> None:
+def graded(tmp_path, monkeypatch, task: int, lang: str, text: str | None = None,
+           python: tuple[str, str, str] | None = None) -> None:
     """Run the notebook's graded cell of `task` (1: test_element, 2: test_assemble; its visible
     and hidden checks) on `text` in `lang` (C or Fortran, written where the %%writefile cell
-    writes it), or on the Python solution (lang "python")."""
+    writes it), or on the Python solution (lang "python") changed by python = (its cell, text,
+    replacement)."""
     monkeypatch.chdir(tmp_path)
     namespace = {"np": np, "exercise": exercise, "fem1d": fem1d, f"TASK{task}_LANGUAGE": lang}
-    exec(solution_cell(KEY, "element"), namespace)
-    exec(solution_cell(KEY, "assemble"), namespace)
+    for cell in ("element", "assemble"):
+        source = solution_cell(KEY, cell)
+        if python is not None and python[0] == cell:
+            source = changed(source, *python[1:])
+        exec(source, namespace)
     if lang in SUFFIX:
         files = fem1d.ELEMENT_FILES if task == 1 else fem1d.ASSEMBLE_FILES
         (tmp_path / files[lang]).write_text(text)
@@ -83,6 +88,21 @@ def test_a_wrong_compiled_element_fails(tmp_path, monkeypatch, lang, old, new, m
     text = changed(element_file(lang), old, new)
     with pytest.raises(AssertionError, match=message):
         graded(tmp_path, monkeypatch, 1, lang, text)
+
+
+@pytest.mark.parametrize("task, python, message", [
+    (1, ("element", "cond / h", "cond * h"), r"element_matrix\(h=0.5, cond=2\): k_11 is 1.0"),
+    (1, ("element", "0.5 * qvol", "qvol"), r"element_load\(h=0.5, qvol=3\): the load adds up"),
+    (2, ("assemble", "range(n - 1)", "range(n - 2)"), r"assemble\(x, .*K: entry \[2, 2\] .*left"),
+    (2, ("assemble", "] += element_matrix", "] = element_matrix"), "written over"),
+    (2, ("element", "cond / h", "cond * h"), None),          # task 1 wrong: task 2 keeps its points
+])
+def test_python_answers_get_the_same_checks(tmp_path, monkeypatch, task, python, message):
+    if message is None:
+        graded(tmp_path, monkeypatch, task, "python", python=python)
+        return
+    with pytest.raises(AssertionError, match=message):
+        graded(tmp_path, monkeypatch, task, "python", python=python)
 
 
 C_ADD = "K[n * (e + a) + e + b] += ke[2 * a + b];"

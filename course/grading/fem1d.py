@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..fem import assembly
-from .exercise import assert_close, call_isolated, compile_kernel, plain, references_blocked
+from .exercise import (assert_close, call_isolated, compile_kernel, course_versions, plain,
+                       provided, references_blocked)
 
 ELEMENT_FILES = {"c": "fem1d_element.c", "fortran": "fem1d_element.f90"}     # the notebook's
 ASSEMBLE_FILES = {"c": "fem1d_assemble.c", "fortran": "fem1d_assemble.f90"}
@@ -160,16 +161,21 @@ def compiled_assemble(lang: str, source=None, timeout: float = 10.0):
     return assemble
 
 
-def check_assemble(assemble, meshes, cond: float, qvol: float) -> None:
+def check_assemble(assemble, meshes, cond: float, qvol: float, namespace: dict | None = None
+                   ) -> None:
     """assemble(x, cond, qvol) -> (K dense, f) (the learner's Python function or
     compiled_assemble) against the course's assembly on every mesh x, to 1e-12 relative; the
-    course's assemblies are switched off while it runs."""
+    course's assemblies are switched off while it runs. namespace: the notebook's globals, where
+    the course's element_matrix and element_load replace the learner's while it runs (a compiled
+    assembly calls the course's fem1d_element), so that a mistake in task 1 costs nothing here."""
     lang = getattr(assemble, "lang", "python")
     name = "assemble" if lang == "python" else "fem1d_assemble"
+    elements = course_versions("01_fem1d", "element_matrix", "element_load")
     for x in meshes:
         x = np.asarray(x, dtype=float)
         matrix, load = assembly.fem1d_assemble(x, cond, qvol)
-        with references_blocked(*ASSEMBLE_REFERENCES):
+        with provided({} if namespace is None else namespace, **elements), \
+                references_blocked(*ASSEMBLE_REFERENCES):
             got = assemble(x, cond, qvol)
         if not isinstance(got, tuple) or len(got) != 2:
             raise AssertionError(f"{name} must return the pair K, f, got {type(got).__name__}")
