@@ -133,12 +133,15 @@ EXERCISES = {
                          FOREVER + "\n    for e in range(n - 1):", "test_assemble"),
         "segfault": ("crs_matvec_c", "y[i] = sum;",
                      "y[i] = sum;\n        *(volatile double *)0 = sum;", "test_crs_matvec"),
-        "references": ("fem1d_element", "fem1d_assemble"),
+        # (fem1d_element and fem1d_assemble are also the names of the C and Fortran answers)
+        "references": ("assembly.fem1d_element", "assembly.fem1d_assemble"),
         "wrong": {
-            # k = cond * h: alone, it costs task 1 only (assembly is checked with the course's
-            # element functions in place of the learner's)
-            "wrong_element": ([("element", "return cond / h * np.array",
-                                "return cond * h * np.array")], ["test_element"]),
+            # k = cond * h, in C: alone, it costs task 1 only (the assembly, here a right one in
+            # Fortran, is checked with the course's element in place of the learner's)
+            "wrong_element": ([(None, 'TASK1_LANGUAGE = "python"', 'TASK1_LANGUAGE = "c"'),
+                               ("element_c", "double k = cond / h;", "double k = cond * h;"),
+                               (None, 'TASK2_LANGUAGE = "python"', 'TASK2_LANGUAGE = "fortran"')],
+                              ["test_element"]),
             # the whole load on each node; elements written over, not added; the last entry of
             # each row forgotten
             "wrong_load": ([("element", "return 0.5 * qvol * h * np.ones(2)",
@@ -155,8 +158,10 @@ EXERCISES = {
                                   "    a, f = fem.fem1d_assemble(x, cond, qvol)\n"
                                   "    return a.to_dense(), f\n    for e in range(n - 1):")],
                                 ["test_element", "test_assemble"]),
-            # the last element skipped; the row sum not reset between rows
-            "wrong_loops": ([("assemble", "for e in range(n - 1):", "for e in range(n - 2):"),
+            # the last element skipped; the row sum not reset between rows (and a right element
+            # in Fortran)
+            "wrong_loops": ([(None, 'TASK1_LANGUAGE = "python"', 'TASK1_LANGUAGE = "fortran"'),
+                             ("assemble", "for e in range(n - 1):", "for e in range(n - 2):"),
                              ("crs_matvec_c", "    for (int i = 0; i < n; i++) {\n"
                               "        double sum = 0.0;",
                               "    double sum = 0.0;\n    for (int i = 0; i < n; i++) {")],
