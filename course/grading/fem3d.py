@@ -19,6 +19,7 @@ gradients) it needs itself, and no check ever calls a learner's earlier function
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import textwrap
@@ -116,6 +117,7 @@ def _serve_arrays(lib: str, function: str, inputs: str, outputs: str, returns: s
         answers.flush()
 
 
+@functools.cache
 def _arrays_server_program() -> str:
     """_serve_arrays as a program of its own (`python -c`): it imports nothing but ctypes."""
     return "import sys\n\n" + textwrap.dedent(inspect.getsource(_serve_arrays)) + \
@@ -228,9 +230,10 @@ def _layout(got: np.ndarray, expected: np.ndarray, name: str, what: str, lang: s
     if lang == "python" or got.shape != (8, 3):
         return
     if np.allclose(got.ravel().reshape(3, 8).T, expected, rtol=rtol, atol=atol):
-        how = (f"as {name}(8, 3), {name}(a, r); it is {name}(3, 8), with {name}(r, a) for node a"
-               if lang == "fortran" else
-               f"column by column, {name}[a + 8*r]; it is {name}[3*a + r], row by row")
+        k = "r" if name == "dN" else "d"               # a reference or a physical direction
+        how = (f"as {name}(8, 3), {name}(a, {k}); it is {name}(3, 8), with {name}({k}, a) for "
+               f"node a" if lang == "fortran" else
+               f"column by column, {name}[a + 8*{k}]; it is {name}[3*a + {k}], row by row")
         raise AssertionError(f"{what}: the right numbers in the wrong places: you wrote {name} "
                              f"{how}")
 
