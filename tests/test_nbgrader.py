@@ -176,26 +176,38 @@ EXERCISES = {
                      "test_fem3d_assemble"),
         "references": ("hex8_dshape", "hex8_jacobian", "hex8_element"),
         "wrong": {
-            # a factor xi_a missing: alone, it costs task 1 only (the review's "7 of 10 points
-            # lost" case: later tasks run with the course's shape derivatives)
-            "wrong_shape": ([("shape_derivatives", "c[:, 0] * fy * fz", "fy * fz")],
+            # a factor xi_a missing, in Fortran: alone, it costs task 1 only (the review's "7 of
+            # 10 points lost" case); tasks 2 in Fortran and 3 in C, right, stand alone
+            "wrong_shape": ([(None, 'TASK1_LANGUAGE = "python"', 'TASK1_LANGUAGE = "fortran"'),
+                             ("shape_derivatives_fortran", "dN(:, a) = corner(:, a) * [",
+                              "dN(:, a) = ["),
+                             (None, 'TASK2_LANGUAGE = "python"', 'TASK2_LANGUAGE = "fortran"'),
+                             (None, 'TASK3_LANGUAGE = "python"', 'TASK3_LANGUAGE = "c"')],
                             ["test_shape_derivatives"]),
-            # 1/4 for 1/8; J transposed; loads written over, not added
-            "wrong_scale": ([("shape_derivatives", "axis=1) / 8", "axis=1) / 4"),
-                             ("jacobian_and_gradients", "jac = xyz8.T @ dN", "jac = dN.T @ xyz8"),
+            # 1/4 for 1/8, in C; J transposed, in Fortran; loads written over, not added
+            "wrong_scale": ([(None, 'TASK1_LANGUAGE = "python"', 'TASK1_LANGUAGE = "c"'),
+                             ("shape_derivatives_c", "/ 8.0;", "/ 4.0;"),
+                             (None, 'TASK2_LANGUAGE = "python"', 'TASK2_LANGUAGE = "fortran"'),
+                             ("jacobian_and_gradients_fortran",
+                              "jac = matmul(xyz8, transpose(dN))",
+                              "jac = matmul(dN, transpose(xyz8))"),
                              ("fem3d_assemble_c", "rhs[node[a]] += fe[a];",
                               "rhs[node[a]] = fe[a];")],
                             ["test_shape_derivatives", "test_jacobian_and_gradients",
                              "test_fem3d_assemble"]),
-            # the course's own answers returned
-            "calls_reference": ([("shape_derivatives", "    c = CORNERS\n",
+            # the course's own answers returned (task 2 in C, right)
+            "calls_reference": ([(None, 'TASK2_LANGUAGE = "python"', 'TASK2_LANGUAGE = "c"'),
+                                 ("shape_derivatives", "    c = CORNERS\n",
                                   "    return element.hex8_dshape(xi, eta, zeta)\n"),
                                  ("element_matrix", "    g = 1.0 / np.sqrt(3.0)",
                                   "    return element.hex8_element(xyz8, cond, np.zeros(8))[0]")],
                                 ["test_shape_derivatives", "test_element_matrix"]),
-            # no inverse of J; Gauss points at +-1/2; only half of each element matrix added
+            # no inverse of J, in Python; Gauss points at +-1/2, in Fortran; only half of each
+            # element matrix added
             "wrong_rules": ([("jacobian_and_gradients", "dN @ np.linalg.inv(jac)", "dN @ jac"),
-                             ("element_matrix", "g = 1.0 / np.sqrt(3.0)", "g = 0.5"),
+                             (None, 'TASK3_LANGUAGE = "python"', 'TASK3_LANGUAGE = "fortran"'),
+                             ("element_matrix_fortran", "g = [-1, 1] / sqrt(3.0_c_double)",
+                              "g = [-0.5_c_double, 0.5_c_double]"),
                              ("fem3d_assemble_c", "for (int b = 0; b < 8; b++)",
                               "for (int b = 0; b < a; b++)")],
                             ["test_jacobian_and_gradients", "test_element_matrix",

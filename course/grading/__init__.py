@@ -5,6 +5,9 @@ and nbgrader's customisation. One module per concern or per exercise:
                    03): values, crashes, endless loops; the course's references blocked while a
                    learner's code runs (references_blocked), the course's versions of earlier
                    tasks provided (provided)
+    fem3d          exercise 02, tasks 1 to 3 in Python, C or Fortran: the shape derivatives, the
+                   Jacobian and gradients, the element matrix (a compiled answer served by one
+                   child process, call after call)
     race_check     the OpenMP kernels of 03 and 04 under ThreadSanitizer + Archer, and under an
                    OMPT tool that counts the parallel regions and each thread's work
     iccg           exercise 04: the multicoloring, the colored IC(0) substitution, incompatible

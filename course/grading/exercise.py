@@ -397,16 +397,21 @@ class ServedFunction:
         if len(args) != len(self.params):
             raise TypeError(f"{self.function} takes {len(self.params)} arguments, "
                             f"got {len(args)}")
+        answer = self._ask(" ".join(str(int(a)) if p == "i" else float(a).hex()
+                                    for p, a in zip(self.params, args)))
+        return int(answer) if self.returns == "int" else float.fromhex(answer.strip())
+
+    def _ask(self, line: str) -> str:
+        """Send one line of arguments to the child (started first if need be), return its answer
+        line; AssertionError when it crashes or does not answer within the timeout."""
         process = self._process or self._start()
-        line = " ".join(str(int(a)) if p == "i" else float(a).hex()
-                        for p, a in zip(self.params, args))
         with contextlib.suppress(BrokenPipeError):       # a dead child is reported below
             process.stdin.write(line + "\n")
             process.stdin.flush()
         ready, _, _ = select.select([process.stdout], [], [], self.timeout)
         answer = process.stdout.readline() if ready else None
         if answer:
-            return int(answer) if self.returns == "int" else float.fromhex(answer.strip())
+            return answer
         if answer == "":                                  # the child ended: how?
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=self.timeout)
@@ -426,12 +431,15 @@ class ServedFunction:
 
     def _start(self) -> subprocess.Popen:
         self._stderr = tempfile.TemporaryFile()      # unbounded: a chatty function never blocks
-        self._process = subprocess.Popen(
-            [sys.executable, "-c", _server_program(), str(self.lib), self.function, self.params,
-             self.returns], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-            text=True)
+        self._process = subprocess.Popen(self._command(), stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=self._stderr, text=True)
         self._stop = weakref.finalize(self, _stop_child, self._process)
         return self._process
+
+    def _command(self) -> list[str]:
+        """The child's command line: the server program and what it serves."""
+        return [sys.executable, "-c", _server_program(), str(self.lib), self.function,
+                self.params, self.returns]
 
     def close(self) -> None:
         """End the child process (a later call starts a fresh one)."""
