@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import solution_cell
 from course.grading import exercise
 
 pytestmark = pytest.mark.timeout(300)
@@ -475,3 +476,120 @@ def test_references_are_blocked_however_they_are_reached_and_restored_after():
             raise RuntimeError("the learner's code fails inside")
     for call in ways.values():
         call()
+
+
+# --- 03_openmp task 1: crs_to_ell in Python, C or Fortran, one check for all -----------------------
+
+CRS_TO_ELL_FILES = {"c": "crs_to_ell.c", "fortran": "crs_to_ell.f90"}
+UNSEEN_CRS = {"random": ((43, 5), (44, 40)), "poisson": ((3, 3, 2),)}   # small and quick
+
+
+def crs_to_ell_answer(tmp_path, lang: str, old=(), new=()):
+    """The solution's crs_to_ell in `lang`, with each text of `old` (one, or a tuple) replaced by
+    the text of `new` at its place: the Python function, or the compiled one as the test cell
+    gets it."""
+    text = solution_cell("03_openmp", "crs_to_ell") if lang == "python" else \
+        notebook_file(f"crs_to_ell_{lang}")
+    old, new = ((old,), (new,)) if isinstance(old, str) else (old, new)
+    for before, after in zip(old, new):
+        assert before in text, before
+        text = text.replace(before, after)
+    if lang == "python":
+        namespace = {"np": np}
+        exec(text, namespace)
+        return namespace["crs_to_ell"]
+    source = write(tmp_path, CRS_TO_ELL_FILES[lang], text)
+    return exercise.compiled_crs_to_ell(source, lang, timeout=5.0)
+
+
+@pytest.mark.parametrize("lang", ["python", "c", "fortran"])
+def test_the_crs_to_ell_test_cell_gives_the_solution_full_marks(tmp_path, monkeypatch, lang):
+    """The test cell, hidden tests included, picks the answer by TASK1_LANGUAGE and passes the
+    solution of every language (the C and Fortran files where the %%writefile cells put them)."""
+    from course import sparse
+    from course.fem import fvm
+
+    monkeypatch.chdir(tmp_path)
+    for other, name in CRS_TO_ELL_FILES.items():
+        write(tmp_path, name, notebook_file(f"crs_to_ell_{other}"))
+    namespace = {"np": np, "exercise": exercise, "sparse": sparse, "fvm": fvm,
+                 "TASK1_LANGUAGE": lang, "crs_to_ell": crs_to_ell_answer(tmp_path, "python")}
+    exec(solution_cell("03_openmp", "test_crs_to_ell"), namespace)
+
+
+def test_the_crs_to_ell_test_cell_refuses_an_unknown_language(tmp_path):
+    namespace = {"np": np, "exercise": exercise, "TASK1_LANGUAGE": "rust", "crs_to_ell": None}
+    with pytest.raises(AssertionError, match="TASK1_LANGUAGE must be 'python', 'c' or 'fortran'"):
+        exec(solution_cell("03_openmp", "test_crs_to_ell"), namespace)
+
+
+@pytest.mark.parametrize("lang, old, new, example, message", [
+    # padding that points at column 0 (an unrelated entry) instead of the row itself
+    ("python", "item_ell = np.repeat(np.arange(n, dtype=np.int32), width)",
+     "item_ell = np.zeros(n * width, dtype=np.int32)", True,
+     r"item_ell\[\d+\] \(row \d+, slot \d+\) is 0, expected \d+ \(a padding slot: its column "
+     r"is the row's own index i"),
+    ("c", ": i;", ": 0;", True,
+     r"item_ell\[\d+\] \(row \d+, slot \d+\) is 0, expected \d+ \(a padding slot"),
+    ("fortran", "item_ell(length + 1 :, i) = i", "item_ell(length + 1 :, i) = 1", True,
+     r"item_ell\(\d+, \d+\) \(row \d+, slot \d+\) is 1, expected \d+ \(a padding slot: its "
+     r"column is the row's own number i \(1-based\)"),
+    # padding values not zero
+    ("c", ": 0.0;", ": 1.0;", True, r"row 0: amat_ell\[0:6\] is \[-1.0, -1.0, -1.0, 1.0, 1.0, "
+                                    r"1.0\], .*padding values are 0.0"),
+    ("fortran", "amat_ell(length + 1 :, i) = 0.0_c_double",
+     "amat_ell(length + 1 :, i) = amat(index(i))", True,
+     r"row 1 \(1-based\): amat_ell\(1:6, 1\) is \[-1.0, -1.0, -1.0, -1.0, -1.0, -1.0\]"),
+    # rows and slots swapped: the ELL stored slot by slot
+    ("c", "[width * i + m]", "[n * m + i]", True, r"row 0: item_ell\[0:6\] is \[1, 0, 1, 0, 1, 2\], expected \[1, 3, 6, 0, 0, 0\]"),
+    ("c", "[width * i + m]", "[n * m + i]", False, "slot by slot instead of row by row: row i "
+                                                   "occupies the slots width"),
+    ("fortran", ("(width, n)", "(1:length, i)", "(length + 1 :, i)"),
+     ("(n, width)", "(i, 1:length)", "(i, length + 1 :)"), False,
+     r"slot by slot instead of row by row: item_ell\(width, n\) holds row i in its column i"),
+    # a row's last entry dropped
+    ("c", "m < length ?", "m < length - 1 ?", True,
+     r"row 0: item_ell\[0:6\] is \[1, 3, 0, 0, 0, 0\], expected \[1, 3, 6, 0, 0, 0\]"),
+    ("fortran", ("(1:length, i) = item(index(i) : index(i + 1) - 1)",
+                 "(1:length, i) = amat(index(i) : index(i + 1) - 1)"),
+     ("(1:length - 1, i) = item(index(i) : index(i + 1) - 2)",
+      "(1:length - 1, i) = amat(index(i) : index(i + 1) - 2)"), True,
+     r"item_ell\(3, 1\) \(row 1, slot 3\) or its amat_ell is never written"),
+    # 0-based columns in Fortran
+    ("fortran", "item_ell(1:length, i) = item(index(i) : index(i + 1) - 1)",
+     "item_ell(1:length, i) = item(index(i) : index(i + 1) - 1) - 1", True,
+     r"row 1 \(1-based\): item_ell\(1:6, 1\) is \[1, 3, 6, 1, 1, 1\], expected \[2, 4, 7, 1, "),
+    ("fortran", "item_ell(length + 1 :, i) = i", "item_ell(length + 1 :, i) = i - 1", False,
+     r"\(row 2, slot 5\) is 1, expected 2 \(a padding slot"),
+    ("fortran", "item(index(i) : index(i + 1) - 1)\n    amat_ell(1:length, i) = amat(index(i) : "
+     "index(i + 1) - 1)\n    item_ell(length + 1 :, i) = i\n",
+     "item(index(i) : index(i + 1) - 1) - 1\n    amat_ell(1:length, i) = amat(index(i) : "
+     "index(i + 1) - 1)\n    item_ell(length + 1 :, i) = i - 1\n", True,
+     r"is \[1, 3, 6, 0, 0, 0\], expected \[2, 4, 7, 1, 1, 1\].*\(0-based\? in Fortran the "
+     r"columns count from 1\)"),
+    # a row too long not refused; nothing written (as the stubs); past the end; a crash
+    ("c", "return -(i + 1);", ";", True, "width 2: no refusal .*must return a negative value"),
+    ("c", "    /* ### BEGIN SOLUTION */", "    return 0;\n    /* ### BEGIN SOLUTION */", True,
+     "never written"),
+    ("fortran", "  ! ### BEGIN SOLUTION", "  return\n  ! ### BEGIN SOLUTION", True,
+     "never written"),
+    ("c", "m < width; m++", "m <= width; m++", True, r"wrote past them, into item_ell\[72\]"),
+    ("c", "if (length > width)", "item_ell[-100000000] = 1;\n        if (length > width)", True,
+     "crs_to_ell crashed with SIGSEGV"),
+])
+def test_a_wrong_crs_to_ell_fails_with_a_message_in_its_language(tmp_path, lang, old, new,
+                                                                  example, message):
+    answer = crs_to_ell_answer(tmp_path, lang, old, new)
+    with pytest.raises(AssertionError, match=message):
+        exercise.check_crs_to_ell(answer, example=example, **UNSEEN_CRS)
+
+
+def test_a_compiled_refusal_names_the_row_and_other_results_fail(tmp_path):
+    small = exercise.random_crs(5, 0.8, 43)[:3]
+    fortran = crs_to_ell_answer(tmp_path, "fortran")
+    with pytest.raises(ValueError, match=r"returned -1: row 1 \(1-based\) has more than width"):
+        fortran(*small, 0)
+    odd = crs_to_ell_answer(tmp_path, "c", "    /* ### END SOLUTION */\n    return 0;",
+                            "    /* ### END SOLUTION */\n    return 7;")
+    with pytest.raises(AssertionError, match="returned 7: it returns 0 when every row fits"):
+        exercise.check_crs_to_ell(odd)

@@ -365,10 +365,10 @@ EXERCISES = {
                      "test_ell_matvec"),
         "references": ("from_crs",),
         "wrong": {
-            # padding with column 0; the accumulator shared by the threads (a race that -O2
-            # hides in a register: the results are right, the race detector sees it)
-            "shared_sum": ([("crs_to_ell", "item_ell = np.repeat(np.arange(n, dtype=np.int32), "
-                             "width)", "item_ell = np.zeros(n * width, dtype=np.int32)"),
+            # in C, padding with column 0; the accumulator shared by the threads (a race that
+            # -O2 hides in a register: the results are right, the race detector sees it)
+            "shared_sum": ([(None, 'TASK1_LANGUAGE = "python"', 'TASK1_LANGUAGE = "c"'),
+                            ("crs_to_ell_c", ": i;", ": 0;"),
                             ("ell_matvec_c", "#pragma omp parallel for schedule(static)\n"
                              "    for (int i = 0; i < n; i++) {\n        double s = d[i] * x[i];",
                              "    double s;\n#pragma omp parallel for schedule(static)\n"
@@ -429,9 +429,12 @@ EXERCISES = {
                                       "            for (int i = 0; i < n; i++)                  "
                                       "   /* p = z + beta p")],
                                     []),
-            # NOT wrong, in Fortran: a guided schedule in the product, dynamic and guided ones in
-            # the CG's loops without a reduction: full marks
-            "different_but_right_fortran": ([(None, 'LANGUAGE = "c"', 'LANGUAGE = "fortran"'),
+            # NOT wrong, in Fortran: the ELL conversion (compiled, called in a child process), a
+            # guided schedule in the product, dynamic and guided ones in the CG's loops without a
+            # reduction: full marks
+            "different_but_right_fortran": ([(None, 'TASK1_LANGUAGE = "python"',
+                                              'TASK1_LANGUAGE = "fortran"'),
+                                             (None, 'LANGUAGE = "c"', 'LANGUAGE = "fortran"'),
                                              ("ell_matvec_fortran", "!$omp parallel do "
                                               "schedule(static)", "!$omp parallel do "
                                               "schedule(guided)"),

@@ -618,6 +618,219 @@ def _ell_cases(seeds, sizes, poisson):
     return cases
 
 
+# --- lecture 03_openmp, task 1: CRS to ELL, in Python, C or Fortran --------------------------------
+
+CRS_TO_ELL_FILES = {"c": "crs_to_ell.c", "fortran": "crs_to_ell.f90"}   # the notebook's
+UNWRITTEN = -999_999                # a compiled crs_to_ell's item_ell before it writes (amat: NaN)
+GUARD = 8                           # entries past the room of each output, to catch writes past it
+
+
+def compiled_crs_to_ell(source, lang: str, timeout: float = 10.0):
+    """The learner's C or Fortran crs_to_ell (compiled here, called in a child process: a crash or
+    an endless loop is an AssertionError) as a Python crs_to_ell(index, item, amat, width) that
+    returns (item_ell, amat_ell), 0-based, as the Python answer does, and raises ValueError where
+    the compiled function returns a negative value (a row does not fit). The compiled function:
+
+        int crs_to_ell(int n, int width, const int *restrict index, const int *restrict item,
+                       const double *restrict amat, int *restrict item_ell,
+                       double *restrict amat_ell)
+
+    item_ell and amat_ell have width * n entries, row after row (in Fortran, bind(C), scalars by
+    value: item_ell(width, n), whose column i is row i; index, item and item_ell count from 1).
+    Entries it leaves unwritten come back as UNWRITTEN (item_ell) and NaN (amat_ell); a write past
+    the width * n entries is an AssertionError."""
+    if lang not in CRS_TO_ELL_FILES:
+        raise AssertionError(f"TASK1_LANGUAGE must be 'python', 'c' or 'fortran', not {lang!r}")
+    lib = compile_kernel(source or CRS_TO_ELL_FILES[lang], lang)
+    base = _base(lang)
+
+    def crs_to_ell(index, item, amat, width):
+        index = np.ascontiguousarray(index, dtype=INT)
+        n, width = index.size - 1, int(width)
+        room = max(n * width, 0)
+        outputs = [np.full(room + GUARD, UNWRITTEN, dtype=INT), np.full(room + GUARD, np.nan)]
+        args = [n, width, (index + base).astype(INT),
+                (np.ascontiguousarray(item, dtype=INT) + base).astype(INT),
+                np.ascontiguousarray(amat, dtype=REAL), *outputs]
+        (run,) = run_isolated(lib, "crs_to_ell", args, returns="int", timeout=timeout,
+                              keep=[5, 6])
+        item_ell, amat_ell = run.arrays[5], run.arrays[6]
+        for name, past in (("item_ell", item_ell[room:] != UNWRITTEN),
+                           ("amat_ell", ~np.isnan(amat_ell[room:]))):
+            if past.any():
+                raise AssertionError(f"crs_to_ell with n = {n}, width = {width}: {name} has "
+                                     f"width * n = {room} entries, and your function wrote past "
+                                     f"them, into {entry(name, room + int(np.argmax(past)), lang)}")
+        if run.result < 0:
+            row = -run.result - 1
+            which = row_label(row, lang) if row < n else "a row"
+            raise ValueError(f"your crs_to_ell returned {run.result}: {which} has more than "
+                             f"width = {width} entries")
+        if run.result != 0:
+            raise AssertionError(f"crs_to_ell with n = {n}, width = {width} returned "
+                                 f"{run.result}: it returns 0 when every row fits, a negative "
+                                 "value when one does not")
+        item_ell = item_ell[:room]
+        return np.where(item_ell == UNWRITTEN, UNWRITTEN, item_ell - base), amat_ell[:room]
+
+    crs_to_ell.lang = lang
+    return crs_to_ell
+
+
+def check_crs_to_ell(crs_to_ell, example: bool = True, random=(), empty: bool = False,
+                     poisson=()) -> None:
+    """Check crs_to_ell(index, item, amat, width) -> (item_ell, amat_ell): a Python answer, or the
+    callable of compiled_crs_to_ell (whose messages then speak C or Fortran: 1-based entries and
+    columns in Fortran). example: the task's example (the Poisson matrix of 3 x 2 x 2 cells,
+    width 6: row 0, its padding, the product; width 2 refused). random: (seed, n) pairs, random
+    n x n matrices compared with course.sparse.ELL.from_crs with the width of the longest row and
+    3 more, and refused with one less; empty: a 3 x 3 matrix without entries; poisson: Poisson
+    problems (fvm.poisson's arguments), width 6. ELL.from_crs is blocked while the answer runs.
+    AssertionError naming the first entry that is wrong."""
+    from ..fem import fvm
+
+    lang = getattr(crs_to_ell, "lang", "python")
+    if example:
+        _check_crs_to_ell_example(crs_to_ell, lang)
+    for seed, n in random:
+        ptr, col, val, _ = random_crs(n, min(1.0, 4.0 / n), seed)
+        longest = int(np.diff(ptr).max())
+        for width in (longest, longest + 3):
+            _compare_with_course_ell(crs_to_ell, ptr, col, val, width,
+                                     f"a random {n} x {n} matrix", lang)
+        _assert_refused(crs_to_ell, ptr, col, val, longest - 1,
+                        f"crs_to_ell of a random {n} x {n} matrix whose longest row has "
+                        f"{longest} entries, with width {longest - 1}", lang)
+    if empty:
+        _compare_with_course_ell(crs_to_ell, np.zeros(4, dtype=INT), np.zeros(0, dtype=INT),
+                                 np.zeros(0), 3, "a 3 x 3 matrix with no off-diagonal entries",
+                                 lang)
+    for size in poisson:
+        off = fvm.poisson(*size).off
+        _compare_with_course_ell(crs_to_ell, off.row_ptr, off.col_idx, off.val, ELL_WIDTH,
+                                 f"the Poisson matrix of {' x '.join(map(str, size[:3]))} cells",
+                                 lang)
+
+
+def _ell_of(crs_to_ell, ptr, col, val, width, what: str):
+    """The learner's (item_ell, amat_ell) as NumPy arrays; AssertionError if it refuses a matrix
+    whose rows fit or returns something else than two arrays."""
+    try:
+        got = crs_to_ell(ptr.copy(), col.copy(), val.copy(), width)
+    except ValueError as err:
+        longest = int(np.diff(ptr).max(initial=0))
+        raise AssertionError(f"crs_to_ell of {what}, width {width}: refused ({err}), but its "
+                             f"longest row has {longest} entries") from None
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise AssertionError(f"crs_to_ell of {what} must return (item_ell, amat_ell), "
+                             f"not a {type(got).__name__}")
+    return np.asarray(got[0]), np.asarray(got[1])
+
+
+def _assert_refused(crs_to_ell, ptr, col, val, width, what: str, lang: str) -> ValueError:
+    """The ValueError of crs_to_ell (the Python answer's, or a compiled answer's negative
+    return value) for a width that a row does not fit; AssertionError if there is none."""
+    try:
+        crs_to_ell(ptr.copy(), col.copy(), val.copy(), width)
+    except ValueError as err:
+        return err
+    refuse = "raise ValueError" if lang == "python" else "return a negative value"
+    raise AssertionError(f"{what}: no refusal (a row that does not fit must {refuse})")
+
+
+def _check_crs_to_ell_example(crs_to_ell, lang: str) -> None:
+    """The task's example: the Poisson matrix of 3 x 2 x 2 cells, width 6."""
+    from ..fem import fvm
+
+    small = fvm.poisson(3, 2, 2)
+    off, n, base = small.off, small.n, _base(lang)
+    item_ell, amat_ell = _ell_of(crs_to_ell, off.row_ptr, off.col_idx, off.val, 6,
+                                 "the Poisson matrix of 3 x 2 x 2 cells")
+    if item_ell.shape != (6 * n,) or amat_ell.shape != (6 * n,):
+        raise AssertionError("crs_to_ell must return two flat arrays of width * n entries")
+    if not np.issubdtype(item_ell.dtype, np.integer):
+        raise AssertionError(f"item_ell must hold integers (the columns), not {item_ell.dtype}")
+    unwritten = np.flatnonzero((item_ell == UNWRITTEN) | np.isnan(amat_ell))
+    if unwritten.size:
+        raise AssertionError(f"crs_to_ell of the Poisson matrix of 3 x 2 x 2 cells, width 6: "
+                             f"{_ell_entry('item_ell', int(unwritten[0]), 6, lang)} or its "
+                             "amat_ell is never written: every slot, padding included, is set")
+    row0 = "item_ell(1:6, 1)" if lang == "fortran" else "item_ell[0:6]"
+    want = [c + base for c in (1, 3, 6, 0, 0, 0)]
+    got = [int(c) + base for c in item_ell[:6]]
+    if got != want:
+        hint = " (0-based? in Fortran the columns count from 1)" \
+            if lang == "fortran" and [c + 1 for c in got] == want else ""
+        raise AssertionError(f"{row_label(0, lang)}: {row0} is {got}, expected {want}: the "
+                             f"neighbours {want[0]}, {want[1]}, {want[2]} in CRS order, then "
+                             f"padding with the row's own index {base}{hint}")
+    if list(amat_ell[:6]) != [-1.0, -1.0, -1.0, 0.0, 0.0, 0.0]:
+        raise AssertionError(f"{row_label(0, lang)}: {row0.replace('item', 'amat')} is "
+                             f"[{', '.join(plain(a) for a in amat_ell[:6])}], expected "
+                             "[-1.0, -1.0, -1.0, 0.0, 0.0, 0.0]: padding values are 0.0")
+    outside = np.flatnonzero((item_ell < 0) | (item_ell >= n))
+    if outside.size:
+        k = int(outside[0])
+        raise AssertionError(f"crs_to_ell of the Poisson matrix of 3 x 2 x 2 cells, width 6: "
+                             f"{_ell_entry('item_ell', k, 6, lang)} is column "
+                             f"{plain(item_ell[k] + base)}, outside the matrix")
+    x = np.arange(1.0, n + 1.0)
+    y = small.d * x + (amat_ell.reshape(-1, 6) * x[item_ell.reshape(-1, 6)]).sum(axis=1)
+    if not np.allclose(y, small.full_crs().to_scipy() @ x):
+        raise AssertionError("d x + the ELL product must give A x")
+    err = _assert_refused(crs_to_ell, off.row_ptr, off.col_idx, off.val, 2,
+                          "every cell has 3 or more neighbours: width 2", lang)
+    print(f"width 2 is refused: {err}")
+
+
+def _compare_with_course_ell(crs_to_ell, ptr, col, val, width: int, what: str,
+                             lang: str) -> None:
+    from ..sparse import CRS, ELL
+
+    expected = ELL.from_crs(CRS(ptr, col, val), width)      # expected, first
+    with references_blocked(ELL.from_crs):
+        got = _ell_of(crs_to_ell, ptr, col, val, width, what)
+    base = _base(lang)
+    for name, values, want, shift in (("item_ell", got[0], expected.item, base),
+                                      ("amat_ell", got[1], expected.val, 0)):
+        if values.shape != want.shape:
+            raise AssertionError(f"crs_to_ell of {what}, width {width}: {name} has shape "
+                                 f"{values.shape}, expected {want.shape}")
+        wrong = np.flatnonzero(values != want)
+        if wrong.size:
+            k = int(wrong[0])
+            shown = "never written" if values[k] == UNWRITTEN or np.isnan(values[k]) \
+                else plain(values[k] + shift)
+            raise AssertionError(
+                f"crs_to_ell of {what}, width {width}: {_ell_entry(name, k, width, lang)} is "
+                f"{shown}, expected {plain(want[k] + shift)}"
+                f"{_ell_hint(name, values, want, k, expected, lang)}")
+
+
+def _ell_entry(name: str, k: int, width: int, lang: str) -> str:
+    """Entry k of a flat ELL array with its row and slot, as the learner's language writes it."""
+    row, slot = divmod(k, width)
+    if lang == "fortran":
+        return f"{name}({slot + 1}, {row + 1}) (row {row + 1}, slot {slot + 1})"
+    return f"{name}[{k}] (row {row}, slot {slot})"
+
+
+def _ell_hint(name: str, values, want, k: int, expected, lang: str) -> str:
+    """Why entry k may be wrong: the layout, 0-based columns in Fortran, a padding slot."""
+    n, width = expected.n, expected.width
+    if n > 1 and width > 1 and np.array_equal(values, want.reshape(n, width).T.ravel()):
+        layout = ("item_ell(width, n) holds row i in its column i: item_ell(m, i)"
+                  if lang == "fortran" else "row i occupies the slots width*i .. width*i + width-1")
+        return f" (slot by slot instead of row by row: {layout})"
+    real = (np.arange(width)[None, :] < expected.row_length[:, None]).ravel()
+    if lang == "fortran" and name == "item_ell" and np.array_equal(values[real] + 1, want[real]):
+        return " (0-based columns? in Fortran they count from 1)"
+    if not real[k]:
+        own = "the row's own number i (1-based)" if lang == "fortran" else "the row's own index i"
+        return f" (a padding slot: its column is {own}, its value 0.0)"
+    return ""
+
+
 def uses_openmp(lib: Path) -> bool:
     """Whether the compiled library opens an OpenMP parallel region (calls libgomp's
     GOMP_parallel*: what `omp parallel`, `omp parallel for` and `omp parallel do` compile to)."""
