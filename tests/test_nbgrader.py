@@ -153,9 +153,9 @@ EXERCISES = {
                            ["test_element", "test_assemble", "test_crs_matvec"]),
             # the course's own answers returned
             "calls_reference": ([("element", "return cond / h * np.array([[1.0, -1.0], "
-                                  "[-1.0, 1.0]])", "return fem.fem1d_element(h, cond, 0.0)[0]"),
+                                  "[-1.0, 1.0]])", "return assembly.fem1d_element(h, cond, 0.0)[0]"),
                                  ("assemble", "    for e in range(n - 1):",
-                                  "    a, f = fem.fem1d_assemble(x, cond, qvol)\n"
+                                  "    a, f = assembly.fem1d_assemble(x, cond, qvol)\n"
                                   "    return a.to_dense(), f\n    for e in range(n - 1):")],
                                 ["test_element", "test_assemble"]),
             # the last element skipped; the row sum not reset between rows (and a right element
@@ -944,3 +944,6 @@ def test_a_wrong_answer_loses_only_its_tasks_points(graded):
     for student, (_, losers) in wrong.items():
         expected = {**graded["cases"]["points"], **{test: 0 for test in losers}}
         assert graded["scores"][student]["tests"] == expected, (student, graded["scores"][student])
+    if "calls_reference" in wrong:      # lost for the right reason, not for a name error
+        assert "is not available while your answer is checked" in \
+            _feedback_text(graded, "calls_reference")
