@@ -234,6 +234,15 @@ def assert_close(got, expected, what: str, rtol: float = 1e-12, atol: float = 1e
                              f"{plain(expected[index])}")
 
 
+def compiled_language(lang: str, task: int = 1) -> str:
+    """lang, when the learner's TASKn_LANGUAGE names a compiled language (c, fortran);
+    AssertionError saying which values the setting takes otherwise."""
+    if lang not in _COMPILER:
+        raise AssertionError(f"TASK{task}_LANGUAGE must be 'python', 'c' or 'fortran', "
+                             f"not {lang!r}")
+    return lang
+
+
 def learner_source(source: str | Path, lang: str) -> Path:
     """The learner's C or Fortran file, once it exists with the suffix of its language."""
     if lang not in _COMPILER:
@@ -618,7 +627,7 @@ def _ell_cases(seeds, sizes, poisson):
     return cases
 
 
-# --- lecture 03_openmp, task 1: CRS to ELL, in Python, C or Fortran --------------------------------
+# --- lecture 03_openmp, task 1: CRS to ELL, in Python, C or Fortran -----------------------------
 
 CRS_TO_ELL_FILES = {"c": "crs_to_ell.c", "fortran": "crs_to_ell.f90"}   # the notebook's
 UNWRITTEN = -999_999                # a compiled crs_to_ell's item_ell before it writes (amat: NaN)
@@ -639,8 +648,7 @@ def compiled_crs_to_ell(source, lang: str, timeout: float = 10.0):
     value: item_ell(width, n), whose column i is row i; index, item and item_ell count from 1).
     Entries it leaves unwritten come back as UNWRITTEN (item_ell) and NaN (amat_ell); a write past
     the width * n entries is an AssertionError."""
-    if lang not in CRS_TO_ELL_FILES:
-        raise AssertionError(f"TASK1_LANGUAGE must be 'python', 'c' or 'fortran', not {lang!r}")
+    compiled_language(lang)
     lib = compile_kernel(source or CRS_TO_ELL_FILES[lang], lang)
     base = _base(lang)
 

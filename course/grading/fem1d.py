@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..fem import assembly
-from .exercise import (assert_close, call_isolated, compile_kernel, course_versions, plain,
-                       provided, references_blocked)
+from .exercise import (assert_close, call_isolated, compile_kernel, compiled_language,
+                       course_versions, plain, provided, references_blocked)
 
 ELEMENT_FILES = {"c": "fem1d_element.c", "fortran": "fem1d_element.f90"}     # the notebook's
 ASSEMBLE_FILES = {"c": "fem1d_assemble.c", "fortran": "fem1d_assemble.f90"}
@@ -30,13 +30,6 @@ ELEMENT_REFERENCES = (assembly.fem1d_element, assembly.fem1d_element_numpy,
                       assembly.fem1d_element_numba)
 ASSEMBLE_REFERENCES = (assembly.fem1d_assemble, assembly.fem1d_assemble_numpy,
                        assembly.fem1d_assemble_numba)
-
-
-def _language(lang: str, task: int) -> str:
-    if lang not in ELEMENT_FILES:
-        raise AssertionError(f"TASK{task}_LANGUAGE must be 'python', 'c' or 'fortran', "
-                             f"not {lang!r}")
-    return lang
 
 
 # --- task 1: the element matrix and load ---------------------------------------------------------
@@ -62,7 +55,7 @@ def compiled_element(lang: str, source=None, timeout: float = 10.0):
     %%writefile cell writes), compiled, as element(h, cond, qvol) -> (ke, fe) for check_element:
     ke as the learner's array holds it (4 numbers in C, 2 x 2 in Fortran), each call in a child
     process."""
-    lang = _language(lang, 1)
+    lang = compiled_language(lang, 1)
     lib = compile_kernel(source or ELEMENT_FILES[lang], lang)
 
     def element(h, cond, qvol):
@@ -147,7 +140,7 @@ def compiled_assemble(lang: str, source=None, timeout: float = 10.0):
     (default: what the notebook's %%writefile cell writes), compiled and linked with the course
     library (it may call the course's fem1d_element), as assemble(x, cond, qvol) -> (K, f) with
     the Python answer's signature: K and f start as zeros, each call runs in a child process."""
-    lang = _language(lang, 2)
+    lang = compiled_language(lang, 2)
     lib = compile_kernel(source or ASSEMBLE_FILES[lang], lang, link_course=True)
 
     def assemble(x, cond, qvol):

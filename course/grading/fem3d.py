@@ -27,8 +27,8 @@ import textwrap
 import numpy as np
 
 from ..fem import element
-from .exercise import (ServedFunction, compile_kernel, course_versions, plain, provided,
-                       reference, references_blocked)
+from .exercise import (ServedFunction, compile_kernel, compiled_language, course_versions,
+                       plain, provided, reference, references_blocked)
 
 # local node a of the reference cube [-1, 1]^3 sits at CORNERS[a] = (xi_a, eta_a, zeta_a)
 CORNERS = np.array([[-1, -1, -1], [1, -1, -1], [1, 1, -1], [-1, 1, -1],
@@ -186,9 +186,7 @@ def compiled_element_matrix(lang: str, source=None, timeout: float = 10.0):
 
 def _compiled(task: int, name: str, lang: str, source) -> tuple:
     """(library, function name) of the learner's file for task `task`, compiled."""
-    if lang not in ("c", "fortran"):
-        raise AssertionError(f"TASK{task}_LANGUAGE must be 'python', 'c' or 'fortran', "
-                             f"not {lang!r}")
+    compiled_language(lang, task)
     return compile_kernel(source or FILES[name][lang], lang), name
 
 

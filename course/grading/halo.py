@@ -33,7 +33,8 @@ from ..parallel.mpi_job import Job, run_watched
 from ..parallel.partition import make_partition
 from . import halo_messages as messages
 from . import mpi_monitor
-from .exercise import compile_kernel, entry, plain, references_blocked, run_isolated
+from .exercise import (compile_kernel, compiled_language, entry, plain, references_blocked,
+                       run_isolated)
 
 LANGUAGES = ("c", "fortran", "python")
 REPEAT = 3                          # exchanges per case, each with new values
@@ -281,8 +282,7 @@ def compiled_local_tables(source, lang: str, timeout: float = 10.0):
     numbers in elements and global_ids, the offsets and the local indices in export_index count
     from 1; ranks count from 0. AssertionError when the counts are out of range or the function
     writes past an array's room."""
-    if lang not in ("c", "fortran"):
-        raise AssertionError(f"TASK1_LANGUAGE must be 'python', 'c' or 'fortran', not {lang!r}")
+    compiled_language(lang)
     lib = compile_kernel(source, lang)
     base = 1 if lang == "fortran" else 0
 

@@ -102,10 +102,9 @@ def compiled_next_alpha(lang: str, source=None, timeout: float = 10.0):
     %%writefile cell writes), compiled, as a callable with the Python answer's signature for
     check_alpha_recurrence: every call runs in one child process (exercise.ServedFunction), so
     that a crash or an endless loop fails the check instead of killing the notebook's kernel."""
-    from .exercise import ServedFunction, compile_kernel
+    from .exercise import ServedFunction, compile_kernel, compiled_language
 
-    if lang not in NEXT_ALPHA_FILES:
-        raise AssertionError(f"TASK1_LANGUAGE must be 'python', 'c' or 'fortran', not {lang!r}")
+    compiled_language(lang)
     lib = compile_kernel(source or NEXT_ALPHA_FILES[lang], lang)
     return ServedFunction(lib, "next_alpha", "dddd", "double", timeout)
 
