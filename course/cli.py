@@ -7,6 +7,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from pathlib import Path
 
 from .langs import LANGS
@@ -153,7 +154,10 @@ def _distributed_args(args) -> dict | None:
     return {"partition": args.partition or "blocks",
             "dims": None if dims[0] is None else tuple(dims),
             "exchange": args.exchange or "p2p", "algorithm": args.cg or "pcg",
-            "iallreduce": args.iallreduce, "replace_every": args.residual_replacement or 0}
+            "iallreduce": args.iallreduce, "replace_every": args.residual_replacement or 0,
+            "precond": args.precond or "diagonal", "sweeps": args.asdd_sweeps,
+            "ordering_name": args.ordering or "natural", "colors": args.colors,
+            "threads": args.threads}
 
 
 def _solve_fem3d_parallel(args, distributed: dict) -> dict:
@@ -268,19 +272,29 @@ def mpi_rank() -> int:
 POISSON_DEFAULTS = {"nx": 32, "ny": 32, "nz": 32, "dx": 1.0, "dy": 1.0, "dz": 1.0, "tol": 1e-8}
 
 
+PARALLEL_PRECONDS = ("bjacobi-ic0", "asdd-ic0")
+
+
 def _iccg_requested(args) -> bool:
-    """True for --precond ic0; ValueError for --ordering or --colors without it, or with
-    --parallel (the distributed solvers are diagonal-scaled)."""
-    ic0 = getattr(args, "precond", None) == "ic0"
+    """True for --precond ic0 (the serial ICCG); ValueError for --ordering or --colors without
+    an IC(0) preconditioner, --asdd-sweeps without asdd-ic0, ic0 with --parallel or the localized
+    ones without it."""
+    precond = getattr(args, "precond", None)
+    parallel = getattr(args, "parallel", False)
     given = [f"--{name}" for name in ("ordering", "colors") if getattr(args, name, None)
              is not None]
-    if given and not ic0:
+    if given and precond not in ("ic0", *PARALLEL_PRECONDS):
         raise ValueError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} "
-                         f"--precond ic0")
-    if ic0 and getattr(args, "parallel", False):
-        raise ValueError("--precond ic0 is not for --parallel (the distributed CG is "
-                         "diagonal-scaled)")
-    return ic0
+                         f"--precond ic0 (or bjacobi-ic0, asdd-ic0 with --parallel)")
+    if getattr(args, "asdd_sweeps", None) is not None and precond != "asdd-ic0":
+        raise ValueError("--asdd-sweeps needs --precond asdd-ic0")
+    if precond == "ic0" and parallel:
+        raise ValueError("--precond ic0 is not for --parallel: IC(0) does not distribute; "
+                         "--precond bjacobi-ic0 localizes it per rank (08_hybrid)")
+    if precond in PARALLEL_PRECONDS and not parallel:
+        raise ValueError(f"--precond {precond} needs --parallel (on one process: --precond ic0, "
+                         f"or --parallel without mpiexec)")
+    return precond == "ic0"
 
 
 def _solve_iccg(args, problems, values: dict | None = None) -> dict:
@@ -454,10 +468,15 @@ def _positive_finite(text):
 
 def _iccg_options(p: argparse.ArgumentParser) -> None:
     """--precond, --ordering, --colors (04_iccg; without --precond: the existing solver)."""
-    p.add_argument("--precond", choices=("diagonal", "ic0"),
-                   help="diagonal: the diagonal-scaled PCG (the default); ic0: ICCG (04_iccg)")
+    p.add_argument("--precond", choices=("diagonal", "ic0", *PARALLEL_PRECONDS),
+                   help="diagonal: the diagonal-scaled PCG (the default); ic0: ICCG (04_iccg); "
+                        "with --parallel, bjacobi-ic0: IC(0) localized per rank, asdd-ic0: "
+                        "the same with additive Schwarz sweeps (08_hybrid)")
+    p.add_argument("--asdd-sweeps", type=_positive(int), metavar="K",
+                   help="asdd-ic0: sweeps per application, K - 1 halo exchanges (default 2)")
     p.add_argument("--ordering", choices=("natural", "cm", "rcm", "mc", "cm-rcm"),
-                   help="ic0: the ordering of the unknowns (default natural)")
+                   help="ic0: the ordering of the unknowns; bjacobi-ic0, asdd-ic0: of each "
+                        "rank's internal nodes (default natural)")
     p.add_argument("--colors", type=_positive(int),
                    help="ic0 with mc or cm-rcm: the target number of colors (may be exceeded)")
 
@@ -661,6 +680,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     parallel = getattr(args, "parallel", False)
+    warnings.formatwarning = lambda message, *_: f"course {args.verb}: warning: {message}\n"
     try:
         return args.run(args)
     except (ValueError, TypeError, FileNotFoundError, RuntimeError) as err:

@@ -17,3 +17,9 @@ data, halo exchange and the distributed problems, one module per concern:
 and `fem3d` import mpi4py; `mpi_job` does not (a notebook's kernel never initialises MPI). The
 checks of the exercises 05 and 06 live in course.grading, their benchmarks in course.bench.
 """
+
+import mpi4py
+
+# Only the thread that initialises MPI calls it, between the threaded loops (MPI_THREAD_FUNNELED,
+# as the C and Fortran programs ask): set before any module of the package imports mpi4py.MPI.
+mpi4py.rc.thread_level = "funneled"

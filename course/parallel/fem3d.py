@@ -6,18 +6,21 @@ solves with course.solvers.krylov, the same code path as the serial solver, plug
 
     SpMV  = halo exchange of p + local CRS product (internal rows x internal and external columns)
     dot   = local dot product + MPI_Allreduce (or MPI_Iallreduce: lecture 06_pipecg)
-    M^-1  = Jacobi (the diagonal of the internal rows: no communication).
+    M^-1  = Jacobi (the diagonal of the internal rows: no communication), or IC(0) localized per
+            rank, with additive Schwarz sweeps (lecture 08_hybrid: course.parallel.precond).
 """
 
 from __future__ import annotations
 
+import os
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
 
-from .. import native, resources, solvers
+from .. import native, resources, solvers, toolchain
 from ..fem import assembly
 from ..langs import check_lang
 from ..fem.mesh import OPPOSITE_FACE, BoxMesh, box_mesh, check_face
@@ -25,6 +28,7 @@ from ..sparse import CRS, matvec_numba, matvec_numpy
 from .halo import Halo, check_style
 from .local import LocalData, local_data
 from .partition import default_blocks, make_partition, quality
+from .precond import check_precond, preconditioner
 from .reductions import MPIReductions
 
 
@@ -124,22 +128,35 @@ def model_system(mesh: BoxMesh, local: LocalData, cond=1.0, qvol=1.0, qflux=0.0,
 
 class Distributed:
     """The pluggable pieces of course.solvers.krylov for one rank: matvec (halo exchange + local
-    product), the global sums (MPI_Allreduce, or MPI_Iallreduce when nonblocking) and the Jacobi
-    preconditioner. halo.seconds and reductions.seconds time the communication, product_seconds
-    the local products (product_calls of them)."""
+    product), the global sums (MPI_Allreduce, or MPI_Iallreduce when nonblocking) and the
+    preconditioner `precond` of course.parallel.precond (Jacobi by default; sweeps, ordering_name,
+    colors and precond_lang are its options). halo.seconds and reductions.seconds time the
+    communication, product_seconds the local products (product_calls of them),
+    precond_seconds the preconditioner less its halo exchanges (its local products included:
+    precond_product_seconds of product_seconds)."""
 
     def __init__(self, matrix: LocalMatrix, halo: Halo, comm=MPI.COMM_WORLD,
-                 kernel: str = "numba", nonblocking: bool = False, progress_chunks: int = 1):
+                 kernel: str = "numba", nonblocking: bool = False, progress_chunks: int = 1,
+                 precond: str = "diagonal", sweeps: int | None = None,
+                 ordering_name: str = "natural", colors: int | None = None,
+                 precond_lang: str = "numba"):
         self.matrix, self.halo, self.comm = matrix, halo, comm
         # the local product in this many chunks of rows, with an MPI_Test on the reductions in
         # flight between two chunks (1: one piece, no test)
         self.chunks = np.linspace(0, matrix.n_rows, max(int(progress_chunks), 1) + 1).astype(int)
         self.work = np.zeros(matrix.n_cols)            # p on internal + external nodes
         self.product = matvec_numpy if kernel == "numpy" else matvec_numba
-        self.dinv = 1.0 / matrix.diagonal()
+        self.preconditioner = preconditioner(matrix, precond, self.matvec, sweeps, ordering_name,
+                                             colors, precond_lang)
         self.reductions = MPIReductions(comm, nonblocking)
         self.product_seconds = 0.0                     # in the local CRS products
         self.product_calls = 0
+        self.precond_seconds = 0.0
+        self.precond_product_seconds = 0.0
+
+    @property
+    def dinv(self) -> np.ndarray:
+        return 1.0 / self.matrix.diagonal()
 
     # [distributed_matvec]
     def matvec(self, p: np.ndarray) -> np.ndarray:
@@ -169,14 +186,19 @@ class Distributed:
     # [progress_in_spmv]
 
     def precond(self, r: np.ndarray) -> np.ndarray:
-        return self.dinv * r
+        start, halo, products = time.perf_counter(), self.halo.seconds, self.product_seconds
+        z = self.preconditioner(r)
+        self.precond_seconds += time.perf_counter() - start - (self.halo.seconds - halo)
+        self.precond_product_seconds += self.product_seconds - products
+        return z
 
     def solve(self, b: np.ndarray, tol: float = 1e-8, max_iter: int | None = None,
               algorithm: str = "pcg", replace_every: int = 0):
         """The CG variant `algorithm` of course.solvers.krylov on this rank's rows; a dot product
         there is the local np.dot of the internal entries, summed by self.reductions."""
         return solvers.krylov(self.matvec, b, self.precond, self.reductions, algorithm,
-                              tol=tol, max_iter=max_iter, replace_every=replace_every)
+                              tol=tol, max_iter=max_iter, replace_every=replace_every,
+                              exchanges=lambda: self.halo.exchanges)
 
 
 def gather_vector(comm, local: LocalData, values: np.ndarray, n_node: int, root: int = 0):
@@ -234,16 +256,65 @@ def partition_on_rank_0(comm, box: BoxMesh, partition: str, dims):
     return blocks, owner
 
 
+THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
+                 MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
+
+
+def check_thread_level() -> str:
+    """The thread support MPI provided (course.parallel asks for FUNNELED: only the thread that
+    called MPI_Init_thread calls MPI, between the threaded loops); RuntimeError below FUNNELED."""
+    provided = MPI.Query_thread()
+    if provided < MPI.THREAD_FUNNELED:
+        raise RuntimeError(f"the MPI library provides thread level "
+                           f"{THREAD_LEVELS[provided].upper()}, the threaded solve needs FUNNELED")
+    return THREAD_LEVELS[provided]
+
+
+def cores_per_rank(comm) -> float:
+    """This rank's share of its node's cores: the cores it may run on (its affinity, as bound by
+    mpiexec), at most the node's cores (those of all its ranks together) over its ranks."""
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    mine = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
+    everyone = set().union(*node.allgather(mine))
+    ranks_here = node.Get_size()
+    node.Free()
+    if not mine:                                      # not Linux: the CPUs of the machine
+        return (os.cpu_count() or 1) / ranks_here
+    return min(min(len(mine), toolchain.usable_cores()), len(everyone) / ranks_here)
+
+
+def threads_per_rank(comm, lang: str, threads: int | None) -> int:
+    """Set the threads of this rank's kernels (None: 1, flat MPI) and return them; warn (rank 0)
+    when they exceed the rank's share of the cores."""
+    share = cores_per_rank(comm)
+    if lang == "numpy":
+        return 1
+    threads = 1 if threads is None else resources.check_threads(threads)
+    resources.set_threads(lang, threads)
+    if comm.Get_rank() == 0 and threads > share:
+        warnings.warn(f"{threads} threads per rank on {share:g} core(s) per rank: "
+                      f"{threads / share:.1f} times oversubscribed (threads take turns, and spin "
+                      f"at barriers)", RuntimeWarning, stacklevel=2)
+    return threads
+
+
 def solve_distributed(comm, local: LocalData, matrix: LocalMatrix, b: np.ndarray, lang: str,
                       exchange: str, tol: float, algorithm: str, iallreduce: bool,
-                      replace_every: int, t0: float):
-    """Solve with the CG variant `algorithm` on the rows of every rank; returns (this rank's
-    SolveResult, the summary fields every distributed problem shares: the common fields of
-    `course solve` less problem and unknowns, the seconds of set-up, solve, halo exchanges and
-    reductions (the slowest rank's), the counts of exchanges and reductions)."""
+                      replace_every: int, t0: float, precond: str = "diagonal",
+                      sweeps: int | None = None, ordering_name: str = "natural",
+                      colors: int | None = None, threads: int | None = None):
+    """Solve with the CG variant `algorithm` and the preconditioner `precond` (its sweeps,
+    ordering and colors: course.parallel.precond) on the rows of every rank; returns (this
+    rank's SolveResult, the summary fields every distributed problem shares: the common fields of
+    `course solve` less problem and unknowns, the seconds of set-up, solve, SpMV, preconditioner,
+    halo exchanges and reductions (the slowest rank's), the counts of exchanges and reductions)."""
     halo = Halo(local, comm, exchange)
-    system = Distributed(matrix, halo, comm, kernel="numpy" if lang == "numpy" else "numba",
-                         nonblocking=iallreduce)
+    thread_level = agree(comm, check_thread_level)
+    threads_used = agree(comm, lambda: threads_per_rank(comm, lang, threads))
+    system = agree(comm, lambda: Distributed(
+        matrix, halo, comm, kernel="numpy" if lang == "numpy" else "numba",
+        nonblocking=iallreduce, precond=precond, sweeps=sweeps, ordering_name=ordering_name,
+        colors=colors, precond_lang=lang))
     t1 = time.perf_counter()
     n_total = comm.allreduce(local.n_internal)
     result = agree(comm, lambda: system.solve(b, tol=tol, max_iter=10 * n_total,
@@ -252,21 +323,32 @@ def solve_distributed(comm, local: LocalData, matrix: LocalMatrix, b: np.ndarray
     halo.free()
     reductions = system.reductions
     timings = np.array([t1 - t0, t2 - t1, t2 - t0, halo.seconds, reductions.seconds,
-                        reductions.overlapped_seconds])
+                        reductions.overlapped_seconds,
+                        system.product_seconds - system.precond_product_seconds,
+                        system.precond_seconds])
     comm.Allreduce(MPI.IN_PLACE, [timings, MPI.DOUBLE], op=MPI.MAX)
+    p = system.preconditioner
+    colors_per_rank = comm.allgather(p.colors)
+    exchanges = result.exchanges_per_iteration
     return result, {
         "lang": lang, "nnz": comm.allreduce(matrix.nnz), "iterations": result.iterations,
         "converged": bool(result.converged), "relative_residual": result.relative_residual,
-        "threads": resources.threads_for(lang),
+        "threads": threads_used,
         "seconds": {"assemble": timings[0], "solve": timings[1], "total": timings[2],
-                    "halo": timings[3], "allreduce": timings[4], "overlapped": timings[5]},
+                    "halo": timings[3], "allreduce": timings[4], "overlapped": timings[5],
+                    "spmv": timings[6], "precond": timings[7]},
         "ranks": comm.Get_size(), "exchange": exchange,
         "halo_bytes_per_exchange": comm.allreduce(halo.bytes_sent),
         "halo_exchanges": halo.exchanges, "allreduces": reductions.count,
         "algorithm": algorithm, "iallreduce": bool(iallreduce),
         "reductions_per_iteration": max(result.reductions_per_iteration, default=0),
+        "halo_exchanges_per_iteration": max(exchanges, default=0)
+        if len(set(exchanges)) <= 1 else -1,
         "residual_replacement": replace_every,
         "true_relative_residual": result.true_relative_residual,
+        "precond": p.name, "asdd_sweeps": p.sweeps,
+        "ordering": p.ordering, "colors_per_rank": colors_per_rank,
+        "threads_per_rank": threads_used, "mpi_thread_level": thread_level,
     }
 
 
@@ -274,14 +356,17 @@ def fem3d_parallel(nx=8, ny=8, nz=8, partition="blocks", dims=None, exchange="p2
                    lang="numpy", dx=None, dy=None, dz=None, cond=1.0, qvol=1.0, qflux=0.0,
                    fixed_face="zmax", tol=1e-8, comm=MPI.COMM_WORLD,
                    keep_solution=False, algorithm="pcg", iallreduce=False,
-                   replace_every=0) -> dict:
+                   replace_every=0, precond="diagonal", sweeps=None, ordering_name="natural",
+                   colors=None, threads=None) -> dict:
     """Solve the model problem of problems.fem3d on the ranks of `comm`; returns the same summary
     on every rank (the common fields of `course solve` plus the partition and halo figures; with
-    keep_solution, "T" the global solution on rank 0 and "mesh")."""
+    keep_solution, "T" the global solution on rank 0 and "mesh"). precond, sweeps, ordering_name,
+    colors: the preconditioner (course.parallel.precond); threads: per rank (None: 1)."""
     t0 = time.perf_counter()
 
     def setup():
         tol_ = check_solve_options(lang, exchange, algorithm, tol)
+        check_precond(precond, sweeps, ordering_name, colors)
         box = box_mesh(nx, ny, nz, dx, dy, dz)
         return (box, tol_, *partition_on_rank_0(comm, box, partition, dims))
 
@@ -291,7 +376,8 @@ def fem3d_parallel(nx=8, ny=8, nz=8, partition="blocks", dims=None, exchange="p2
     matrix, b, t_exact = agree(comm, lambda: model_system(box, local, cond, qvol, qflux,
                                                           fixed_face, lang))
     result, out = solve_distributed(comm, local, matrix, b, lang, exchange, tol, algorithm,
-                                    iallreduce, replace_every, t0)
+                                    iallreduce, replace_every, t0, precond, sweeps, ordering_name,
+                                    colors, threads)
     error = np.array([np.max(np.abs(result.x - t_exact), initial=0.0)])
     comm.Allreduce(MPI.IN_PLACE, [error, MPI.DOUBLE], op=MPI.MAX)
     figures = quality(box, owner)

@@ -20,6 +20,7 @@ from ..fem import fvm
 from ..fem.mesh import box_mesh
 from .fem3d import (LocalMatrix, agree, check_solve_options, gather_vector, partition_on_rank_0,
                     solve_distributed)
+from .precond import check_precond
 from .local import LocalData, row_local_data
 
 
@@ -40,14 +41,17 @@ def local_rows(problem: fvm.Poisson, local: LocalData) -> tuple[LocalMatrix, np.
 def poisson_parallel(nx=16, ny=16, nz=16, dx=1.0, dy=1.0, dz=1.0, partition="blocks",
                      dims=None, exchange="p2p", lang="numba", tol=1e-8, comm=MPI.COMM_WORLD,
                      algorithm="pcg", iallreduce=False, replace_every=0,
-                     keep_solution=False) -> dict:
+                     keep_solution=False, precond="diagonal", sweeps=None,
+                     ordering_name="natural", colors=None, threads=None) -> dict:
     """Solve the Poisson problem of problems.poisson on the ranks of `comm` with the CG variant
-    `algorithm` (Jacobi preconditioning, as the ladder's diagonal scaling); returns the same
-    summary on every rank (with keep_solution, "phi" the global solution on rank 0)."""
+    `algorithm` and the preconditioner `precond` (course.parallel.precond; Jacobi by default, as
+    the ladder's diagonal scaling); returns the same summary on every rank (with keep_solution,
+    "phi" the global solution on rank 0); threads: per rank (None: 1)."""
     t0 = time.perf_counter()
 
     def setup():
         tol_ = check_solve_options(lang, exchange, algorithm, tol)
+        check_precond(precond, sweeps, ordering_name, colors)
         sizes = fvm._check_box(nx, ny, nz, dx, dy, dz)
         if min(sizes[:3]) < 2:
             raise ValueError("--parallel needs at least 2 cells along every axis")
@@ -61,7 +65,8 @@ def poisson_parallel(nx=16, ny=16, nz=16, dx=1.0, dy=1.0, dz=1.0, partition="blo
     local = row_local_data(off.row_ptr, off.col_idx, owner, comm.Get_rank())
     matrix, b = local_rows(problem, local)
     result, out = solve_distributed(comm, local, matrix, b, lang, exchange, tol, algorithm,
-                                    iallreduce, replace_every, t0)
+                                    iallreduce, replace_every, t0, precond, sweeps, ordering_name,
+                                    colors, threads)
     owned = np.bincount(owner, minlength=comm.Get_size())
     sums = np.array([result.x.sum()])
     comm.Allreduce(MPI.IN_PLACE, [sums, MPI.DOUBLE], op=MPI.SUM)

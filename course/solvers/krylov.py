@@ -55,6 +55,7 @@ class SolveResult:
     reductions_per_iteration: list[int] = field(default_factory=list)   # counted per iteration
     true_relative_residual: float | None = None                          # ||b - A x|| / ||b||
     true_residuals: list[float] | None = None                            # per iteration, if asked
+    exchanges_per_iteration: list[int] = field(default_factory=list)     # counted, if asked
 
 
 class Ready:
@@ -84,8 +85,11 @@ class _Run:
     of reductions per iteration, residual replacement and the true residual."""
 
     def __init__(self, algorithm, matvec, b, reductions, tol, max_iter, replace_every,
-                 monitor_true_residual):
+                 monitor_true_residual, exchanges=None):
         self.algorithm, self.matvec, self.b, self.reductions = algorithm, matvec, b, reductions
+        self.exchanges = exchanges                      # () -> halo exchanges so far, or None
+        self.exchanges_per_iteration: list[int] = []
+        self._exchanges_at_start = 0
         self.tol, self.max_iter, self.replace_every = tol, max_iter, replace_every
         self.bnorm = np.sqrt(reductions.start(np.dot(b, b)).wait()[0]) or 1.0
         self.residuals: list[float] = []
@@ -108,6 +112,7 @@ class _Run:
     def begin(self) -> None:
         """The iterations start: reductions from here on are counted per iteration."""
         self._count_at_start = self.reductions.count
+        self._exchanges_at_start = self.exchanges() if self.exchanges else 0
 
     def replace_now(self) -> bool:
         """True in every replace_every-th iteration: recompute the recursive vectors from x."""
@@ -117,14 +122,18 @@ class _Run:
     def iteration_done(self, x) -> None:
         """Count the reductions of the iteration that just ended (not those of the monitor)."""
         self.per_iteration.append(self.reductions.count - self._count_at_start)
+        if self.exchanges:
+            self.exchanges_per_iteration.append(self.exchanges() - self._exchanges_at_start)
         if self.true_residuals is not None:
             self.true_residuals.append(self.true_residual(x))
         self._count_at_start = self.reductions.count
+        self._exchanges_at_start = self.exchanges() if self.exchanges else 0
 
     def result(self, x) -> SolveResult:
         return SolveResult(x, len(self.per_iteration), self.residuals[-1],
                            self.residuals[-1] <= self.tol, self.residuals, self.algorithm,
-                           self.per_iteration, self.true_residual(x), self.true_residuals)
+                           self.per_iteration, self.true_residual(x), self.true_residuals,
+                           self.exchanges_per_iteration)
 
 
 # [pcg]
@@ -248,13 +257,16 @@ _VARIANTS = {"pcg": _pcg, "chronopoulos-gear": _chronopoulos_gear, "gropp": _gro
 def krylov(matvec: Callable, b: np.ndarray, precond: Callable = lambda r: r,
            reductions: Reductions | None = None, algorithm: str = "pcg",
            x0: np.ndarray | None = None, tol: float = 1e-10, max_iter: int | None = None,
-           replace_every: int = 0, monitor_true_residual: bool = False) -> SolveResult:
+           replace_every: int = 0, monitor_true_residual: bool = False,
+           exchanges: Callable[[], int] | None = None) -> SolveResult:
     """Solve A x = b (A symmetric positive definite) with the CG variant `algorithm`.
 
     reductions: the global sums (default: one process). replace_every N > 0: every N iterations
     the recursively updated vectors are recomputed from x (residual replacement, Cools et al.).
     monitor_true_residual: also compute ||b - A x|| / ||b|| after every iteration (costs a
-    product and a reduction each, not counted in reductions_per_iteration)."""
+    product and a reduction each, not counted in reductions_per_iteration). exchanges(): the
+    halo exchanges made so far, to count them per iteration (SolveResult.exchanges_per_iteration),
+    as the reductions are."""
     check_algorithm(algorithm)
     if int(replace_every) != replace_every or replace_every < 0:
         raise ValueError(f"residual replacement period must be an integer >= 0, got "
@@ -263,7 +275,7 @@ def krylov(matvec: Callable, b: np.ndarray, precond: Callable = lambda r: r,
     x = np.zeros_like(b) if x0 is None else x0.astype(float, copy=True)
     max_iter = 10 * b.shape[0] if max_iter is None else max_iter
     run = _Run(algorithm, matvec, b, reductions, tol, max_iter, int(replace_every),
-               monitor_true_residual)
+               monitor_true_residual, exchanges)
     _VARIANTS[algorithm](run, matvec, precond, np.dot, x)
     return run.result(x)
 
