@@ -1,5 +1,5 @@
-"""The distributed track (lectures 05_halo, 06_pipecg, 07_cluster): partitions, GeoFEM-style local
-data, halo exchange and the distributed problems, one module per concern:
+"""The distributed track (lectures 05_halo, 06_pipecg, 07_cluster, 08_hybrid): partitions,
+GeoFEM-style local data, halo exchange and the distributed problems, one module per concern:
 
     partition    node -> rank maps: blocks of the structured mesh, METIS k-way; their quality
     local        per-rank local data (internal then external nodes, import/export tables); files
@@ -9,6 +9,8 @@ data, halo exchange and the distributed problems, one module per concern:
     poisson      the finite-volume Poisson problem of 03_openmp on P ranks
     explicit     explicit heat steps: a halo exchange per step, nothing global
     reductions   the global sums of the distributed CG, blocking or with MPI_Iallreduce
+    precond      the parallel preconditioners: Jacobi, IC(0) localized per rank, additive
+                 Schwarz sweeps around it (08_hybrid)
     model        the performance model of 06_pipecg (reductions against the SpMV and the halo)
     fft, fft_rank  the pencil-decomposed 3-D FFT of 07_cluster, and its MPI entry point
     mpi_job      an mpiexec job in a subprocess that cannot hang its caller (deadlocks stopped)

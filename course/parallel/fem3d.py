@@ -285,13 +285,14 @@ def cores_per_rank(comm) -> float:
 
 def threads_per_rank(comm, lang: str, threads: int | None) -> int:
     """Set the threads of this rank's kernels (None: 1, flat MPI) and return them; warn (rank 0)
-    when they exceed the rank's share of the cores."""
+    when there are several and they exceed the rank's share of the cores."""
     share = cores_per_rank(comm)
     if lang == "numpy":
         return 1
     threads = 1 if threads is None else resources.check_threads(threads)
     resources.set_threads(lang, threads)
-    if comm.Get_rank() == 0 and threads > share:
+    if comm.Get_rank() == 0 and threads > max(share, 1):     # (more ranks than cores is
+                                                             # mpiexec's to refuse, or allow)
         warnings.warn(f"{threads} threads per rank on {share:g} core(s) per rank: "
                       f"{threads / share:.1f} times oversubscribed (threads take turns, and spin "
                       f"at barriers)", RuntimeWarning, stacklevel=2)
@@ -311,10 +312,16 @@ def solve_distributed(comm, local: LocalData, matrix: LocalMatrix, b: np.ndarray
     halo = Halo(local, comm, exchange)
     thread_level = agree(comm, check_thread_level)
     threads_used = agree(comm, lambda: threads_per_rank(comm, lang, threads))
-    system = agree(comm, lambda: Distributed(
-        matrix, halo, comm, kernel="numpy" if lang == "numpy" else "numba",
-        nonblocking=iallreduce, precond=precond, sweeps=sweeps, ordering_name=ordering_name,
-        colors=colors, precond_lang=lang))
+
+    def set_up():
+        try:
+            return Distributed(matrix, halo, comm, kernel="numpy" if lang == "numpy" else "numba",
+                               nonblocking=iallreduce, precond=precond, sweeps=sweeps,
+                               ordering_name=ordering_name, colors=colors, precond_lang=lang)
+        except ValueError as err:                      # colors, IC(0) breakdown: say where
+            raise ValueError(f"rank {comm.Get_rank()}: {err}") from None
+
+    system = agree(comm, set_up)
     t1 = time.perf_counter()
     n_total = comm.allreduce(local.n_internal)
     result = agree(comm, lambda: system.solve(b, tol=tol, max_iter=10 * n_total,

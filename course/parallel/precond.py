@@ -94,7 +94,7 @@ class LocalizedIC0:
         self.sweeps, self.ordering, self.matvec, self.lang = sweeps, ordering_name, matvec, lang
         block = internal_block(matrix)
         if colors is not None and colors > block.n:
-            raise ValueError(f"colors {colors} exceed the {block.n} internal nodes of a rank")
+            raise ValueError(f"colors {colors} exceed its {block.n} internal nodes")
         numbered = ordering.order(block, ordering_name, colors)
         self.perm, self.color_ptr = numbered.perm, numbered.color_ptr
         self.colors = numbered.colors

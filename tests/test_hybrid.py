@@ -1,0 +1,136 @@
+"""Lecture 08_hybrid in Python: the parallel preconditioners of course.parallel.precond (Jacobi,
+IC(0) localized per rank, additive Schwarz sweeps around it) in the distributed CG, under mpiexec
+with 1 to 4 ranks (tests/mpi/check_hybrid.py), through `python -m course solve --parallel`, and
+their bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import PYTHON, ROOT, assert_one_error, run, run_course
+from course import problems
+from course.fem import fvm
+from course.parallel import precond
+from course.solvers import iccg, ordering
+
+needs_mpi = pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")
+
+
+def test_the_internal_block_drops_the_external_columns():
+    class Rows:                                        # 2 internal rows, 3 local nodes
+        row_ptr = np.array([0, 3, 5], dtype=np.int32)
+        col_idx = np.array([0, 1, 2, 0, 1], dtype=np.int32)
+        val = np.array([4.0, -1.0, -2.0, -1.0, 4.0])
+        n_rows = 2
+    block = precond.internal_block(Rows)
+    assert block.row_ptr.tolist() == [0, 2, 4]
+    assert block.col_idx.tolist() == [0, 1, 0, 1] and block.val.tolist() == [4, -1, -1, 4]
+
+
+def test_sweeps_make_a_symmetric_positive_definite_preconditioner():
+    """On one rank A z needs no exchange: M^-1 = (I - (I - B A)^K) A^-1 is symmetric for every K,
+    and K sweeps approach A^-1 (the error of (I - B A)^K shrinks)."""
+    problem = fvm.poisson(5, 4, 3, lang="numpy", fmt="crs")
+    a = problem.full_crs()
+    dense = np.zeros((a.n, a.n))
+    dense[np.repeat(np.arange(a.n), np.diff(a.row_ptr)), a.col_idx] = a.val
+
+    class Rows:
+        row_ptr, col_idx, val, n_rows = a.row_ptr, a.col_idx, a.val, a.n
+    errors = []
+    for sweeps in (1, 2, 3):
+        m = precond.LocalizedIC0(Rows, lambda z: dense @ z, sweeps, "cm-rcm", 3, "numba")
+        inverse = np.column_stack([m(e) for e in np.eye(a.n)])
+        assert np.allclose(inverse, inverse.T, rtol=0, atol=1e-13 * np.abs(inverse).max())
+        assert np.linalg.eigvalsh((inverse + inverse.T) / 2).min() > 0
+        errors.append(np.linalg.norm(inverse @ dense - np.eye(a.n), 2))
+    assert errors[0] > errors[1] > errors[2], errors
+
+
+def test_one_sweep_is_the_serial_ic0():
+    problem = fvm.poisson(6, 5, 4, lang="numpy", fmt="crs")
+    a = problem.full_crs()
+
+    class Rows:
+        row_ptr, col_idx, val, n_rows = a.row_ptr, a.col_idx, a.val, a.n
+    m = precond.preconditioner(Rows, "bjacobi-ic0", ordering_name="mc", colors=4)
+    order = ordering.order(a, "mc", 4)
+    factor = iccg.ic0(iccg.split(ordering.permute(a, order.perm)), "numba")
+    r = np.random.default_rng(1).standard_normal(a.n)
+    z = iccg.ic0_apply(factor, r[order.perm], order.color_ptr, "numba")
+    assert np.array_equal(m(r), ordering.unpermute_vector(z, order.perm))
+    assert m.colors == order.colors and m.name == "bjacobi-ic0" and m.sweeps == 1
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (("bogus",), "precond must be one of"),
+    (("asdd-ic0", 0), "asdd sweeps must be between 1"),
+    (("bjacobi-ic0", 2), "sweeps are for asdd-ic0"),
+    (("diagonal", None, "rcm"), "is for the IC(0) preconditioners"),
+    (("asdd-ic0", 2, "mc"), "needs a number of colors"),
+])
+def test_check_precond_refuses(arguments, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        precond.check_precond(*arguments)
+
+
+@needs_mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+def test_preconditioners_under_mpiexec(ranks):
+    result = run(["mpiexec", "-n", ranks, PYTHON, "-m", "mpi4py",
+                  ROOT / "tests" / "mpi" / "check_hybrid.py"], timeout=240, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    checks = [line.split(":")[0] for line in result.stdout.splitlines()]
+    assert checks == ["bjacobi-ic0 natural ok", "bjacobi-ic0 cm-rcm ok"] + \
+        (["history ok"] if ranks == 1 else []) + \
+        [f"asdd-ic0 {a} ok" for a in ("pcg", "chronopoulos-gear", "gropp", "pipelined")] + \
+        ["fem3d c ok"], result.stdout
+
+
+@needs_mpi
+@pytest.mark.timeout(300)
+def test_cli_reports_the_preconditioner():
+    result = run(["mpiexec", "-n", 2, PYTHON, "-m", "course", "solve", "fem3d", "--nx", "6",
+                  "--ny", "5", "--nz", "4", "--parallel", "--partition", "metis", "--precond",
+                  "asdd-ic0", "--asdd-sweeps", "3", "--ordering", "cm-rcm", "--colors", "3",
+                  "--cg", "pipelined", "--iallreduce", "--json"], timeout=240, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["precond"] == "asdd-ic0" and out["asdd_sweeps"] == 3
+    assert out["halo_exchanges_per_iteration"] == 3 and out["reductions_per_iteration"] == 1
+    assert out["ordering"] == "cm-rcm" and len(out["colors_per_rank"]) == 2
+    assert min(out["colors_per_rank"]) >= 3 and out["threads_per_rank"] == 1
+    assert out["mpi_thread_level"] in ("funneled", "serialized", "multiple")
+    assert {"spmv", "precond", "halo", "allreduce"} <= set(out["seconds"])
+    assert out["converged"] and out["error_max"] <= 1e-6
+
+
+def test_cli_one_rank_equals_the_serial_iccg():
+    """`--parallel` without mpiexec (one rank) with bjacobi-ic0 is `--precond ic0`."""
+    parallel = json.loads(run_course("solve", "poisson", "--nx", "9", "--ny", "8", "--nz", "7",
+                                     "--parallel", "--precond", "bjacobi-ic0", "--ordering",
+                                     "mc", "--colors", "5", "--lang", "c", "--json").stdout)
+    serial = problems.poisson_iccg(9, 8, 7, ordering_name="mc", colors=5, lang="c")
+    assert parallel["iterations"] == serial["iterations"]
+    assert parallel["colors_per_rank"] == [serial["colors"]]
+    assert abs(parallel["checksum"] - serial["checksum"]) <= 1e-8 * abs(serial["checksum"])
+
+
+@pytest.mark.parametrize("options, name, by_course", [
+    (("--parallel", "--precond", "asdd-ic0", "--asdd-sweeps", "0"), "--asdd-sweeps", False),
+    (("--parallel", "--precond", "bjacobi-ic0", "--asdd-sweeps", "2"), "--asdd-sweeps", True),
+    (("--parallel", "--precond", "ic0"), "bjacobi-ic0", True),
+    (("--precond", "asdd-ic0"), "needs --parallel", True),
+    (("--parallel", "--ordering", "rcm"), "--ordering", True),
+    (("--parallel", "--precond", "asdd-ic0", "--ordering", "mc", "--colors", "500"),
+     "rank 0: colors 500 exceed its 448 internal nodes", True),
+])
+def test_cli_bad_preconditioner_options(options, name, by_course):
+    result = run([PYTHON, "-m", "course", "solve", "fem3d", "--nx", "6", "--ny", "7", "--nz", "7",
+                  *options], timeout=120, cwd=ROOT)
+    assert_one_error(result, name, by_course)
