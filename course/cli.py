@@ -112,15 +112,15 @@ def _solve_fem3d(args, problems) -> dict:
         return _solve_iccg(args, problems)
     if args.vtk is not None:
         check_output(args.vtk, "--vtk", _vtk_format)
-    distributed = _distributed_args(args)
-    if distributed is not None:
-        return _solve_fem3d_parallel(args, distributed)
     if args.manufactured:
         given = [f"--{name.replace('_', '-')}" for name in ("qvol", "qflux", "fixed_face")
                  if getattr(args, name) is not None]
         if given:
             raise ValueError(f"{', '.join(given)} cannot be used with --manufactured (its source "
                              f"and boundary conditions are fixed)")
+    distributed = _distributed_args(args)
+    if distributed is not None:
+        return _solve_fem3d_parallel(args, distributed)
     options = {name: getattr(args, name) for name in ("qvol", "qflux", "fixed_face")
                if getattr(args, name) is not None}
     result = problems.fem3d(args.nx, args.ny, args.nz, args.lang, manufactured=args.manufactured,
@@ -163,15 +163,14 @@ def _distributed_args(args) -> dict | None:
 def _solve_fem3d_parallel(args, distributed: dict) -> dict:
     """`mpiexec -n P python -m course solve fem3d --parallel ...`: every rank runs this; the
     caller prints from rank 0 only."""
-    if args.manufactured:
-        raise ValueError("--manufactured is not available with --parallel (the model problem is)")
     from .parallel.fem3d import fem3d_parallel
 
     options = {name: getattr(args, name) for name in ("qvol", "qflux", "fixed_face")
                if getattr(args, name) is not None}
     result = fem3d_parallel(args.nx, args.ny, args.nz, lang=args.lang, dx=args.dx, dy=args.dy,
                             dz=args.dz, cond=args.cond, tol=args.tol,
-                            keep_solution=args.vtk is not None, **distributed, **options)
+                            keep_solution=args.vtk is not None, manufactured=args.manufactured,
+                            **distributed, **options)
     if args.vtk is not None:
         mesh, t = result.pop("mesh"), result.pop("T")
         if mpi_rank() == 0:

@@ -74,7 +74,7 @@ def error_lines(result):
     (2, ("--px", "11", "--py", "1", "--pz", "1"), "PX = 11 parts but only 10 nodes along x"),
     (2, ("--px", "2"), "--px, --py and --pz go together"),
     (2, ("--partition", "metis", "--px", "1", "--py", "1", "--pz", "2"), "not metis"),
-    (2, ("--manufactured",), "--manufactured is not available with --parallel"),
+    (2, ("--manufactured", "--qflux", "1"), "--qflux cannot be used with --manufactured"),
     (2, ("--exchange", "smoke-signals"), "invalid choice"),
 ])
 def test_bad_parallel_command_lines_stop_every_rank(ranks, options, message):
@@ -86,6 +86,21 @@ def test_bad_parallel_command_lines_stop_every_rank(ranks, options, message):
     lines = error_lines(result)
     assert len(lines) == 1, result.stderr                     # rank 0 only
     assert message in lines[0], lines[0]
+
+
+@pytest.mark.timeout(200)
+def test_manufactured_in_parallel_has_the_serial_errors():
+    """Each rank sums the L2 and H1 errors over the elements whose corner 0 it owns."""
+    serial = solve_json("fem3d", "--manufactured", "--nx", "7", "--ny", "6", "--nz", "5",
+                        "--lang", "numba")
+    result = mpiexec_course(3, "solve", "fem3d", "--manufactured", "--nx", "7", "--ny", "6",
+                            "--nz", "5", "--lang", "numba", "--parallel", "--partition",
+                            "metis", "--json", timeout=150)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["manufactured"] and out["ranks"] == 3 and len(out["peak_memory_mb"]) == 3
+    for name in ("error_l2", "error_h1", "error_max"):
+        assert out[name] == pytest.approx(serial[name], rel=1e-9), name
 
 
 def test_halo_options_need_parallel():

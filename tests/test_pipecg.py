@@ -18,7 +18,7 @@ from course import solvers
 from course.fem import assembly, fvm
 from course.fem.mesh import box_mesh
 from course.parallel.local import row_local_data
-from course.parallel.poisson import local_rows
+from course.parallel.poisson import poisson_local
 from course.sparse import matvec_numpy
 
 PROMISED = {"pcg": 2, "chronopoulos-gear": 1, "gropp": 2, "pipelined": 1}
@@ -143,16 +143,24 @@ def test_max_iter_stops_every_variant(spd):
 def test_row_local_data_tables_match_between_neighbours():
     """The local data of a matrix distributed by rows (Poisson, 03_openmp): what a rank exports
     to a neighbour is what that neighbour imports from it, node for node; every column of an
-    internal row is local."""
+    internal row is local; a rank's own rows (poisson_local, from its cells alone) have the same
+    local data as row_local_data makes from the whole matrix, and are the whole matrix's rows."""
     problem = fvm.poisson(7, 5, 4, lang="numpy", fmt="crs")
-    off = problem.off_crs()
+    off, full = problem.off_crs(), problem.full_crs()
     owner = np.random.default_rng(4).integers(0, 3, problem.n).astype(np.int32)
     owner[:3] = np.arange(3)
     locals_ = [row_local_data(off.row_ptr, off.col_idx, owner, r) for r in range(3)]
     for loc in locals_:
         assert np.all(owner[loc.global_ids[:loc.n_internal]] == loc.rank)
-        matrix, _ = local_rows(problem, loc)
+        own, matrix, b = poisson_local(7, 5, 4, 1.0, 1.0, 1.0, np.flatnonzero(owner == loc.rank),
+                                       owner.__getitem__, loc.rank, 3)
+        assert own == loc
         assert matrix.col_idx.min() >= 0 and matrix.n_rows == loc.n_internal
+        cells = loc.global_ids[:loc.n_internal]
+        rows = [full.row_ptr[c] + np.arange(full.row_ptr[c + 1] - full.row_ptr[c]) for c in cells]
+        assert np.array_equal(loc.global_ids[matrix.col_idx], full.col_idx[np.concatenate(rows)])
+        assert np.array_equal(matrix.val, full.val[np.concatenate(rows)])
+        assert np.array_equal(b, problem.b[cells])
         for m, q in enumerate(loc.neighbours):
             back = int(np.flatnonzero(locals_[q].neighbours == loc.rank)[0])
             assert np.array_equal(loc.global_ids[loc.exports_to(m)],

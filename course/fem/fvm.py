@@ -91,8 +91,14 @@ def _check_box(nx, ny, nz, dx, dy, dz):
 def _neighbours_numpy(nx, ny, nz, dx, dy, dz):
     """(N, 6) tables of the candidate neighbours in increasing order (k-1, j-1, i-1, i+1, j+1,
     k+1), whether they exist, and their coefficients -a; plus d and b."""
-    n = nx * ny * nz
-    c = np.arange(n, dtype=np.int64)
+    return rows_of(nx, ny, nz, dx, dy, dz, np.arange(nx * ny * nz, dtype=np.int64))
+
+
+def rows_of(nx, ny, nz, dx, dy, dz, cells):
+    """The tables of _neighbours_numpy for the given cells only (a rank's rows: course.parallel
+    builds its part of the matrix without the whole)."""
+    c = np.asarray(cells, dtype=np.int64)
+    n = c.shape[0]
     i, j, k = c % nx, (c // nx) % ny, c // (nx * ny)
     ax, ay, az = dy * dz / dx, dx * dz / dy, dx * dy / dz
     cols = np.stack([c - nx * ny, c - nx, c - 1, c + 1, c + nx, c + nx * ny], axis=1)

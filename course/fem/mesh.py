@@ -18,7 +18,7 @@ course.fem.element):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -58,7 +58,9 @@ class BoxMesh:
     """The structured hexahedral mesh of the box [0, NX DX] x [0, NY DY] x [0, NZ DZ].
 
     `xyz` and `elements` are computed once, on first use, and read-only (the mesh is immutable):
-    copy them before changing them."""
+    copy them before changing them. A distributed mesh (course.parallel builds each rank's part
+    from `ijk`, `coordinates`, `corners` and `face_quads_of`, never from those arrays) need not
+    fit the 32-bit indices as a whole: each rank's part must."""
 
     nx: int
     ny: int
@@ -66,6 +68,7 @@ class BoxMesh:
     dx: float
     dy: float
     dz: float
+    distributed: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self):
         for name in ("nx", "ny", "nz"):
@@ -84,7 +87,7 @@ class BoxMesh:
                 raise ValueError(f"{name} must be positive and finite, got {value!r}")
             object.__setattr__(self, name, size)
         nnz = (3 * self.nx + 1) * (3 * self.ny + 1) * (3 * self.nz + 1)   # 27-point pattern
-        if nnz > INT32_MAX:
+        if nnz > INT32_MAX and not self.distributed:
             raise ValueError(f"a {self.nx} x {self.ny} x {self.nz} mesh has {self.n_node} nodes "
                              f"and {nnz} matrix entries, more than the 32-bit indices of the "
                              f"kernels allow (2**31 - 1)")
@@ -152,26 +155,75 @@ class BoxMesh:
         """The quadrilaterals of one face, shape (n_face, 4), int32: the 4 nodes of each in cyclic
         order, counter-clockwise seen from outside (so the normal (p1 - p0) x (p3 - p0) points out
         of the box)."""
-        axis, at_max = "xyz".index(check_face(face)[0]), face.endswith("max")
+        axis = "xyz".index(check_face(face)[0])
         u_axis, v_axis = (axis + 1) % 3, (axis + 2) % 3         # (u, v, normal) right-handed
         counts = (self.nx, self.ny, self.nz)
         v, u = np.meshgrid(np.arange(counts[v_axis]), np.arange(counts[u_axis]), indexing="ij")
-        u, v = u.ravel(), v.ravel()
+        return self._quads(face, u.ravel(), v.ravel()).astype(np.int32)
+
+    def _quads(self, face: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """The quadrilaterals of `face` at the element positions (u, v) along its two axes."""
+        axis, at_max = "xyz".index(face[0]), face.endswith("max")
+        u_axis, v_axis = (axis + 1) % 3, (axis + 2) % 3
         corners = [(u, v), (u + 1, v), (u + 1, v + 1), (u, v + 1)]   # normal +e_axis
         if not at_max:
             corners = [corners[0], corners[3], corners[2], corners[1]]   # normal -e_axis
-        quads = np.empty((u.shape[0], 4), dtype=np.int32)
+        quads = np.empty((np.size(u), 4), dtype=np.int64)
         for c, (uc, vc) in enumerate(corners):
             ijk = [None, None, None]
-            ijk[axis] = np.full_like(uc, counts[axis] if at_max else 0)
+            ijk[axis] = np.full_like(uc, (self.nx, self.ny, self.nz)[axis] if at_max else 0)
             ijk[u_axis], ijk[v_axis] = uc, vc
             quads[:, c] = self.node(*ijk)
         return quads
 
+    # --- parts of the mesh (a rank's nodes and elements, without the whole arrays) ---------------
+
+    def ijk(self, nodes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Grid indices (i, j, k) of the given node numbers."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        row, layer = self.nx + 1, (self.nx + 1) * (self.ny + 1)
+        return nodes % row, (nodes // row) % (self.ny + 1), nodes // layer
+
+    def coordinates(self, nodes) -> np.ndarray:
+        """Coordinates (n, 3) of the given node numbers: the rows `nodes` of xyz."""
+        i, j, k = self.ijk(nodes)
+        return np.stack([i * self.dx, j * self.dy, k * self.dz], axis=1)
+
+    def element_ijk(self, elements) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Grid indices (i, j, k) of the given element numbers."""
+        elements = np.asarray(elements, dtype=np.int64)
+        return elements % self.nx, (elements // self.nx) % self.ny, elements // (self.nx * self.ny)
+
+    def corners(self, elements) -> np.ndarray:
+        """The 8 corner nodes (int64, shape (n, 8)) of the given elements: their rows of
+        `elements`."""
+        first = self.node(*self.element_ijk(elements))
+        row, layer = self.nx + 1, (self.nx + 1) * (self.ny + 1)
+        local = np.array([0, 1, 1 + row, row, layer, layer + 1, layer + 1 + row, layer + row])
+        return first[:, None] + local[None, :]
+
+    def on_face(self, nodes, face: str | None = None) -> np.ndarray:
+        """Whether each of the given nodes lies on `face` (None: on any face of the box)."""
+        ijk, ends = self.ijk(nodes), (self.nx, self.ny, self.nz)
+        if face is None:
+            return np.any([(index == 0) | (index == end) for index, end in zip(ijk, ends)], axis=0)
+        axis = "xyz".index(check_face(face)[0])
+        return ijk[axis] == (ends[axis] if face.endswith("max") else 0)
+
+    def face_quads_of(self, face: str, elements) -> np.ndarray:
+        """The quadrilaterals of `face` (as face_quads: int64, orientation out of the box) that
+        belong to the given elements, in their order."""
+        axis = "xyz".index(check_face(face)[0])
+        ijk = self.element_ijk(elements)
+        last = (self.nx, self.ny, self.nz)[axis] - 1
+        on = ijk[axis] == (last if face.endswith("max") else 0)
+        return self._quads(face, ijk[(axis + 1) % 3][on], ijk[(axis + 2) % 3][on])
+
 
 def box_mesh(nx: int, ny: int, nz: int, dx: float | None = None, dy: float | None = None,
-             dz: float | None = None) -> BoxMesh:
-    """NX x NY x NZ hexahedra; element sizes default to those of the unit cube (dx = 1/nx, ...)."""
+             dz: float | None = None, distributed: bool = False) -> BoxMesh:
+    """NX x NY x NZ hexahedra; element sizes default to those of the unit cube (dx = 1/nx, ...).
+    distributed: for course.parallel, whose ranks each build their part (BoxMesh)."""
     sizes = []
     for count, name, size in ((nx, "nx", dx), (ny, "ny", dy), (nz, "nz", dz)):
         if size is None:
@@ -180,4 +232,4 @@ def box_mesh(nx: int, ny: int, nz: int, dx: float | None = None, dy: float | Non
                 raise ValueError(f"{name} must be a positive integer, got {count!r}")
             size = 1.0 / count
         sizes.append(size)
-    return BoxMesh(nx, ny, nz, *sizes)
+    return BoxMesh(nx, ny, nz, *sizes, distributed=distributed)

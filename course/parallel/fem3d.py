@@ -26,10 +26,10 @@ from ..langs import check_lang
 from ..fem.mesh import OPPOSITE_FACE, BoxMesh, box_mesh, check_face
 from ..sparse import CRS, matvec_numba, matvec_numpy
 from .halo import Halo, check_style
-from .local import LocalData, local_data
-from .partition import default_blocks, make_partition, quality
+from .local import LocalData
 from .precond import check_precond, preconditioner
 from .reductions import MPIReductions
+from .subdomain import BlockRule, check_part, fem_local_data, partition_rule, to_local
 
 
 @dataclass
@@ -68,12 +68,23 @@ def local_pattern(local: LocalData) -> tuple[np.ndarray, np.ndarray]:
     return row_ptr.astype(np.int32), (keys % local.n_local).astype(np.int32)
 
 
+def local_source(mesh: BoxMesh, local: LocalData, xyz: np.ndarray, q_node) -> np.ndarray:
+    """The source at the local nodes: q_node a number, a function of the coordinates, or the
+    nodal values of the whole mesh."""
+    if callable(q_node):
+        return np.ascontiguousarray(q_node(xyz), dtype=float)
+    if np.ndim(q_node) == 0:
+        return np.full(local.n_local, native.check_real(q_node, "q_node"))
+    return np.ascontiguousarray(assembly.nodal_source(mesh, q_node)[local.global_ids])
+
+
 def assemble_local(mesh: BoxMesh, local: LocalData, cond: float, q_node, lang: str = "numpy"):
     """(square CRS over the n_local nodes, rhs over the n_local nodes) of the local elements with
-    the serial assembly of `lang`: internal rows complete, external rows partial."""
+    the serial assembly of `lang`: internal rows complete, external rows partial. Only the rank's
+    nodes and elements are used (no array of the whole mesh)."""
     check_lang(lang)
-    xyz = np.ascontiguousarray(mesh.xyz[local.global_ids])
-    q = np.ascontiguousarray(assembly.nodal_source(mesh, q_node)[local.global_ids])
+    xyz = np.ascontiguousarray(mesh.coordinates(local.global_ids))
+    q = local_source(mesh, local, xyz, q_node)
     row_ptr, col_idx = local_pattern(local)
     if lang == "numpy":
         val, rhs = assembly.fem3d_assemble_numpy(local.elements, xyz, cond, q, row_ptr, col_idx)
@@ -96,10 +107,8 @@ def internal_rows(a: CRS, local: LocalData) -> LocalMatrix:
 def local_face_quads(mesh: BoxMesh, local: LocalData, face: str) -> np.ndarray:
     """The quadrilaterals of `face` with at least one internal node, in local numbers (all their
     corners are local: they are faces of local elements)."""
-    to_local = np.full(mesh.n_node, -1, dtype=np.int64)
-    to_local[local.global_ids] = np.arange(local.n_local)
-    quads = to_local[mesh.face_quads(face)]
-    mine = np.any((quads >= 0) & (quads < local.n_internal), axis=1)
+    quads = to_local(local, mesh.face_quads_of(face, local.element_ids))
+    mine = np.any(quads < local.n_internal, axis=1)
     return np.ascontiguousarray(quads[mine], dtype=np.int32)
 
 
@@ -111,7 +120,7 @@ def model_system(mesh: BoxMesh, local: LocalData, cond=1.0, qvol=1.0, qflux=0.0,
     check_face(fixed_face)
     exact, _ = assembly.fem3d_model_exact(mesh, fixed_face, cond, qvol, qflux)
     a, rhs = assemble_local(mesh, local, cond, qvol, lang)
-    xyz = np.ascontiguousarray(mesh.xyz[local.global_ids])
+    xyz = np.ascontiguousarray(mesh.coordinates(local.global_ids))
     if qflux != 0.0:
         quads = local_face_quads(mesh, local, OPPOSITE_FACE[fixed_face])
         if quads.shape[0]:
@@ -119,11 +128,38 @@ def model_system(mesh: BoxMesh, local: LocalData, cond=1.0, qvol=1.0, qflux=0.0,
                 native.fem3d_face_flux(lang, quads, xyz, qflux, rhs)
             else:
                 assembly.fem3d_face_flux_numpy(quads, xyz, qflux, rhs)
-    fixed = np.isin(local.global_ids, mesh.face_nodes(fixed_face))
-    t_exact = exact(xyz)
+    return _fixed(mesh, local, a, rhs, mesh.on_face(local.global_ids, fixed_face), exact(xyz),
+                  lang)
+
+
+def manufactured_system(mesh: BoxMesh, local: LocalData, cond=1.0, lang="numpy"):
+    """The local system of the manufactured problem of problems.fem3d (T = sin sin sin, zero on
+    every face): (LocalMatrix, rhs and exact T of the internal nodes)."""
+    exact, _, source = assembly.manufactured(cond, mesh.lengths)
+    a, rhs = assemble_local(mesh, local, cond, source, lang)
+    xyz = mesh.coordinates(local.global_ids)
+    return _fixed(mesh, local, a, rhs, mesh.on_face(local.global_ids), exact(xyz), lang)
+
+
+def _fixed(mesh, local, a, rhs, fixed, t_exact, lang):
     assembly.dirichlet(a, rhs, fixed, np.where(fixed, t_exact, 0.0), lang)
     n = local.n_internal
     return internal_rows(a, local), rhs[:n].copy(), t_exact[:n]
+
+
+def local_errors(comm, mesh: BoxMesh, local: LocalData, halo: Halo, x: np.ndarray, exact,
+                 grad_exact) -> tuple[float, float]:
+    """(||T_h - T||_L2, |T_h - T|_H1) over the whole mesh: each rank sums the elements whose
+    corner 0 it owns (every element once), with the external values of x from the halo."""
+    t = np.zeros(local.n_local)
+    t[:local.n_internal] = x
+    halo.update(t)
+    mine = local.elements[:, 0] < local.n_internal
+    sums = np.array(assembly.fem3d_error_sums(local.elements[mine],
+                                              mesh.coordinates(local.global_ids), t, exact,
+                                              grad_exact))
+    comm.Allreduce(MPI.IN_PLACE, [sums, MPI.DOUBLE], op=MPI.SUM)
+    return float(np.sqrt(sums[0])), float(np.sqrt(sums[1]))
 
 
 class Distributed:
@@ -245,15 +281,31 @@ def check_solve_options(lang: str, exchange: str, algorithm: str, tol) -> float:
     return native.check_real(tol, "tol", positive=True)
 
 
-def partition_on_rank_0(comm, box: BoxMesh, partition: str, dims):
-    """(the blocks PX PY PZ or None, owner[node] on rank 0 and None elsewhere): METIS runs once;
-    the caller broadcasts the map once every rank has agreed that the set-up worked."""
-    blocks = None
-    if partition == "blocks":
-        blocks = default_blocks(box, comm.Get_size()) if dims is None else dims
-    owner = make_partition(box, partition, comm.Get_size(), blocks) \
-        if comm.Get_rank() == 0 else None
-    return blocks, owner
+def own_part(comm, box: BoxMesh, partition: str, dims, bytes_per_node: float):
+    """(this rank's LocalData, the partition rule): every rank evaluates the rule for its own nodes
+    (course.parallel.subdomain; METIS once, on rank 0, on a bounded coarse lattice) and checks
+    that its part fits in memory."""
+    rule = agree(comm, lambda: partition_rule(comm, box, partition, dims))
+
+    def build():
+        nodes = check_part(rule, comm.Get_rank(), 27)
+        resources.check_memory(bytes_per_node * nodes,
+                               f"rank {comm.Get_rank()}'s part ({nodes} nodes)")
+        return fem_local_data(box, rule, comm.Get_rank(), comm.Get_size())
+
+    return agree(comm, build), rule
+
+
+def partition_figures(comm, local: LocalData, matrix: LocalMatrix) -> dict:
+    """Load balance, edge cut, neighbours and halo of the partition, summed from the ranks' parts
+    (course.parallel.partition.quality computes the same from the whole map): an edge is cut
+    when an internal row couples to an external column, and each cut edge is seen by both ends."""
+    owned = np.array(comm.allgather(local.n_internal))
+    cut = comm.allreduce(int(np.count_nonzero(matrix.col_idx >= matrix.n_rows)))
+    return {"load_imbalance": float(owned.max() / owned.mean()), "edge_cut": cut // 2,
+            "neighbours_max": comm.allreduce(local.n_neighbours, op=MPI.MAX),
+            "halo_nodes_total": comm.allreduce(local.n_external),
+            "peak_memory_mb": comm.allgather(resources.peak_memory_mb())}
 
 
 THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
@@ -364,37 +416,50 @@ def fem3d_parallel(nx=8, ny=8, nz=8, partition="blocks", dims=None, exchange="p2
                    fixed_face="zmax", tol=1e-8, comm=MPI.COMM_WORLD,
                    keep_solution=False, algorithm="pcg", iallreduce=False,
                    replace_every=0, precond="diagonal", sweeps=None, ordering_name="natural",
-                   colors=None, threads=None) -> dict:
-    """Solve the model problem of problems.fem3d on the ranks of `comm`; returns the same summary
-    on every rank (the common fields of `course solve` plus the partition and halo figures; with
+                   colors=None, threads=None, manufactured=False) -> dict:
+    """Solve the model problem of problems.fem3d (or, with manufactured, its manufactured problem)
+    on the ranks of `comm`, each rank building its own part (course.parallel.subdomain: no rank
+    holds the whole mesh); returns the same summary on every rank (the common fields of `course
+    solve` plus the partition and halo figures, the peak memory of every rank; with
     keep_solution, "T" the global solution on rank 0 and "mesh"). precond, sweeps, ordering_name,
     colors: the preconditioner (course.parallel.precond); threads: per rank (None: 1)."""
+    from ..problems import FEM3D_BYTES_PER_NODE
+
     t0 = time.perf_counter()
 
     def setup():
         tol_ = check_solve_options(lang, exchange, algorithm, tol)
         check_precond(precond, sweeps, ordering_name, colors)
-        box = box_mesh(nx, ny, nz, dx, dy, dz)
-        return (box, tol_, *partition_on_rank_0(comm, box, partition, dims))
+        check_face(fixed_face)
+        return box_mesh(nx, ny, nz, dx, dy, dz, distributed=True), tol_
 
-    box, tol, blocks, owner = agree(comm, setup)
-    owner = comm.bcast(owner, root=0)                  # METIS runs once, on rank 0
-    local = local_data(box, owner, comm.Get_rank())
-    matrix, b, t_exact = agree(comm, lambda: model_system(box, local, cond, qvol, qflux,
-                                                          fixed_face, lang))
+    box, tol = agree(comm, setup)
+    local, rule = own_part(comm, box, partition, dims, FEM3D_BYTES_PER_NODE)
+    if manufactured:
+        exact, grad_exact, _ = assembly.manufactured(cond, box.lengths)
+        system = agree(comm, lambda: manufactured_system(box, local, cond, lang))
+    else:
+        system = agree(comm, lambda: model_system(box, local, cond, qvol, qflux, fixed_face,
+                                                  lang))
+    matrix, b, t_exact = system
     result, out = solve_distributed(comm, local, matrix, b, lang, exchange, tol, algorithm,
                                     iallreduce, replace_every, t0, precond, sweeps, ordering_name,
                                     colors, threads)
     error = np.array([np.max(np.abs(result.x - t_exact), initial=0.0)])
     comm.Allreduce(MPI.IN_PLACE, [error, MPI.DOUBLE], op=MPI.MAX)
-    figures = quality(box, owner)
     out = {"problem": "fem3d", "unknowns": box.n_node, **out, "error_max": float(error[0]),
-           "partition": partition, "blocks": list(blocks) if blocks is not None else None,
-           "load_imbalance": figures.load_imbalance, "edge_cut": figures.edge_cut,
-           "neighbours_max": int(figures.neighbours.max()),
-           "halo_nodes_total": int(figures.halo.sum()),
+           "partition": partition,
+           "blocks": list(rule.dims) if isinstance(rule, BlockRule) else None,
+           **partition_figures(comm, local, matrix), "manufactured": bool(manufactured),
            "nx": box.nx, "ny": box.ny, "nz": box.nz, "dx": box.dx, "dy": box.dy, "dz": box.dz,
-           "cond": cond, "qvol": qvol, "qflux": qflux, "fixed_face": fixed_face, "tol": tol}
+           "cond": cond, "tol": tol}
+    if manufactured:
+        halo = Halo(local, comm, exchange)
+        out["error_l2"], out["error_h1"] = local_errors(comm, box, local, halo, result.x, exact,
+                                                        grad_exact)
+        halo.free()
+    else:
+        out.update({"qvol": qvol, "qflux": qflux, "fixed_face": fixed_face})
     if keep_solution:
         out["mesh"], out["T"] = box, gather_vector(comm, local, result.x, box.n_node)
     return out

@@ -89,8 +89,10 @@ def node_graph(mesh: BoxMesh) -> tuple[np.ndarray, np.ndarray]:
     return xadj.astype(np.int64), col_idx[off].astype(np.int64)
 
 
-def metis_partition(mesh: BoxMesh, parts: int, seed: int = 1) -> np.ndarray:
-    """owner[node] (int32) from METIS k-way partitioning of the node graph (pymetis)."""
+def metis_partition(mesh: BoxMesh, parts: int, seed: int = 1, weights=None) -> np.ndarray:
+    """owner[node] (int32) from METIS k-way partitioning of the node graph (pymetis); weights:
+    the work of each node (None: 1 each; course.parallel.subdomain cuts a coarse lattice whose
+    points weigh the nodes they stand for)."""
     import pymetis
 
     if isinstance(parts, bool) or int(parts) != parts or parts < 1:
@@ -102,6 +104,7 @@ def metis_partition(mesh: BoxMesh, parts: int, seed: int = 1) -> np.ndarray:
     xadj, adjncy = node_graph(mesh)
     options = pymetis.Options(seed=seed)      # the same partition on every run and every rank
     _, owner = pymetis.part_graph(int(parts), pymetis.CSRAdjacency(xadj, adjncy),
+                                  vweights=None if weights is None else list(weights),
                                   options=options)
     owner = np.asarray(owner, dtype=np.int32)
     if np.unique(owner).size != parts:

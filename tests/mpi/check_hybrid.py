@@ -23,8 +23,7 @@ from course import problems  # noqa: E402
 from course.fem import fvm  # noqa: E402
 from course.parallel.fem3d import Distributed, fem3d_parallel  # noqa: E402
 from course.parallel.halo import Halo  # noqa: E402
-from course.parallel.local import row_local_data  # noqa: E402
-from course.parallel.poisson import local_rows, poisson_parallel  # noqa: E402
+from course.parallel.poisson import poisson_local, poisson_parallel  # noqa: E402
 from course.solvers import ALGORITHMS  # noqa: E402
 
 comm = MPI.COMM_WORLD
@@ -62,9 +61,8 @@ for name, colors in ORDERINGS:
 
 if size == 1:                                         # the residual history, with SciPy's solves
     problem = fvm.poisson(**CELLS, lang="numpy", fmt="crs")
-    off = problem.off_crs()
-    local = row_local_data(off.row_ptr, off.col_idx, np.zeros(problem.n, dtype=np.int32), 0)
-    matrix, b = local_rows(problem, local)
+    local, matrix, b = poisson_local(*CELLS.values(), 1.0, 1.0, 1.0, np.arange(problem.n),
+                                     np.zeros_like, 0, 1)
     system = Distributed(matrix, Halo(local, comm), comm, kernel="numpy",
                          precond="bjacobi-ic0", ordering_name="cm-rcm", colors=3,
                          precond_lang="numpy")
