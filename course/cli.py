@@ -399,7 +399,8 @@ def _bench(args) -> int:
         if args.suite not in ("openmp", "iccg"):
             raise ValueError("--threads is for the openmp and iccg suites (their thread sweeps)")
         kwargs["threads"] = args.threads
-    for name, suites in (("ranks", MPI_SUITES), ("cg_size", ("halo",))):
+    for name, suites in (("ranks", MPI_SUITES), ("cg_size", ("halo",)),
+                         ("layouts", ("hybrid",))):
         if getattr(args, name):
             if args.suite not in suites:
                 raise ValueError(f"--{name.replace('_', '-')} is for the "
@@ -456,6 +457,15 @@ def _finite(text):
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
     return value
+
+
+def _layout(text):
+    from .bench.hybrid import parse_layout
+
+    try:
+        return parse_layout(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _positive_finite(text):
@@ -603,7 +613,7 @@ def parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("bench", help="benchmark suite (timings, not tests)")
     e.add_argument("suite", choices=["fem1d", "fem3d", "openmp", "iccg", "halo", "pipecg",
-                                     "alltoall"],
+                                     "alltoall", "hybrid"],
                    help="fem1d: assembly and CG per language; fem3d: assembly, PCG per iteration "
                         "and the SpMV against STREAM, on n^3 cubes; openmp: the PCG ladder and "
                         "the SpMV formats over a thread sweep, on n^3 cells (default 64); halo: "
@@ -616,7 +626,9 @@ def parser() -> argparse.ArgumentParser:
                         "(Python and C), over 1, 2, 4 ranks, for n^3 fields (default 16 32); "
                         "iccg: ICCG per ordering (natural, RCM, MC and CM-RCM over a sweep of "
                         "colors) and thread count, iterations, synchronisations, bandwidth "
-                        "against STREAM, on n^3 cells (default 32)")
+                        "against STREAM, on n^3 cells (default 32); hybrid: every ranks x "
+                        "threads layout of the cores with every parallel preconditioner, on "
+                        "n^3 Poisson cells (default 64)")
     e.add_argument("--json", metavar="FILE", help="write the results as JSON")
     e.add_argument("--plot", metavar="FILE", help="write a plot (PNG, SVG, PDF)")
     e.add_argument("--sizes", type=_positive(int), nargs="+",
@@ -630,6 +642,8 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--cg-size", type=_positive(int),
                    help="halo: n of the n^3 mesh of the distributed CG (default max(n, 48), so "
                         "that its matrix does not fit in the caches)")
+    e.add_argument("--layouts", type=_layout, nargs="+", metavar="RxT",
+                   help="hybrid: the ranks x threads layouts (default: every R x T = the cores)")
     e.add_argument("--langs", choices=LANGS, nargs="+", help="languages (default: all)")
     e.add_argument("--repeat", type=_positive(int), default=5, help="best of N (default 5)")
     e.set_defaults(run=_bench)

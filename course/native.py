@@ -295,8 +295,9 @@ def check_real(value, name: str, positive: bool = False) -> float:
     return value
 
 
-def check_pattern(row_ptr, col_idx, n: int | None = None) -> int:
-    """Check the index arrays of a square CRS matrix (0-based); returns its order n."""
+def check_pattern(row_ptr, col_idx, n: int | None = None, n_cols: int | None = None) -> int:
+    """Check the index arrays of a CRS matrix (0-based), square unless n_cols is given (the rows
+    of one rank: columns over its internal and external nodes); returns its number of rows."""
     check_array(row_ptr, "row_ptr", INT)
     if row_ptr.shape[0] < 2:
         raise ValueError("row_ptr must have at least 2 entries (n + 1 for n rows)")
@@ -306,14 +307,16 @@ def check_pattern(row_ptr, col_idx, n: int | None = None) -> int:
     nnz = check_array(col_idx, "col_idx", INT).shape[0]
     if row_ptr[0] != 0 or row_ptr[-1] != nnz or np.any(np.diff(row_ptr) < 0):
         raise ValueError(f"row_ptr must rise from 0 to len(col_idx) = {nnz}")
-    if nnz and (col_idx.min() < 0 or col_idx.max() >= order):
-        raise ValueError(f"col_idx entries must lie in [0, {order}) (0-based column indices)")
+    columns = order if n_cols is None else n_cols
+    if nnz and (col_idx.min() < 0 or col_idx.max() >= columns):
+        raise ValueError(f"col_idx entries must lie in [0, {columns}) (0-based column indices)")
     return order
 
 
-def check_crs(row_ptr, col_idx, val, n: int | None = None) -> int:
-    """Check a square CRS matrix (0-based indices, float64 values); returns its order n."""
-    order = check_pattern(row_ptr, col_idx, n)
+def check_crs(row_ptr, col_idx, val, n: int | None = None, n_cols: int | None = None) -> int:
+    """Check a CRS matrix (0-based indices, float64 values; square unless n_cols is given);
+    returns its number of rows."""
+    order = check_pattern(row_ptr, col_idx, n, n_cols)
     check_array(val, "val", REAL, col_idx.shape[0])
     return order
 
@@ -343,9 +346,10 @@ def crs_matvec(lang, row_ptr, col_idx, val, x, y=None) -> np.ndarray:
 
 def crs_matvec_prepared(lang, row_ptr, col_idx, val, x, y):
     """A function of no arguments that computes y = A x with the kernel of `lang`, its arguments
-    checked (and, for Fortran, shifted to 1-based) once, here: for timing the kernel alone."""
-    n = check_crs(row_ptr, col_idx, val)
-    check_array(x, "x", REAL, n)
+    checked (and, for Fortran, shifted to 1-based) once, here: for timing the kernel alone, or for
+    the rows of one rank (A has as many columns as x has entries)."""
+    check_array(x, "x", REAL)
+    n = check_crs(row_ptr, col_idx, val, n_cols=x.shape[0])
     check_array(y, "y", REAL, n, writeable=True)
     rp, ci = _index_base(lang, row_ptr, col_idx)
     kernel = load(lang).crs_matvec

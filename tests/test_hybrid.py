@@ -134,3 +134,41 @@ def test_cli_bad_preconditioner_options(options, name, by_course):
     result = run([PYTHON, "-m", "course", "solve", "fem3d", "--nx", "6", "--ny", "7", "--nz", "7",
                   *options], timeout=120, cwd=ROOT)
     assert_one_error(result, name, by_course)
+
+
+# --- python -m course bench hybrid (a smoke test: it runs and reports; no timing is asserted) ---
+
+@needs_mpi
+@pytest.mark.timeout(300)
+def test_bench_hybrid_smoke(tmp_path):
+    out, plot = tmp_path / "hybrid.json", tmp_path / "hybrid.png"
+    result = run([PYTHON, "-m", "course", "bench", "hybrid", "--sizes", "8", "--layouts", "2x1",
+                  "1x2", "3x1", "--repeat", "1", "--json", out, "--plot", plot], cwd=ROOT,
+                 timeout=250)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert data["suite"] == "hybrid" and data["lang"] == "c" and data["stream"]["triad_gbs"] > 0
+    assert [(r["layout"], r["precond"]) for r in data["runs"]] == [
+        (layout, p) for layout in ("2x1", "1x2", "3x1")
+        for p in ("diagonal", "bjacobi-ic0", "asdd-ic0")]
+    for r in data["runs"]:
+        assert r["converged"] and r["seconds_per_iteration"] > 0
+        assert r["oversubscribed"] == (r["ranks"] * r["threads"] > data["cores"])
+        assert len(r["colors_per_rank"]) == r["ranks"]
+        assert r["ordering"] == ("cm-rcm" if r["threads"] > 1 and r["precond"] != "diagonal"
+                                 else "natural")
+        assert r["halo_exchanges_per_iteration"] == (2 if r["precond"] == "asdd-ic0" else 1)
+        assert 0 < r["fraction_of_bandwidth_bound"]
+    assert plot.stat().st_size > 10_000
+    assert "bjacobi-ic0" in result.stdout and f"wrote {out}" in result.stdout
+
+
+@pytest.mark.parametrize("words, message", [
+    (("--layouts", "2by1"), "a layout is RANKSxTHREADS"),
+    (("--layouts", "0x2"), "at least 1 rank"),
+    (("--langs", "c", "fortran"), "one language"),
+])
+def test_bench_hybrid_refuses(words, message):
+    result = run_course("bench", "hybrid", "--sizes", "8", *words, timeout=120)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

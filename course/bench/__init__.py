@@ -9,6 +9,8 @@ with best-of-N timings from course.timing:
                  (05_halo, 06_pipecg), each rank count one `mpiexec ... -m course.bench.rank`
     rank         what those ranks measure, run under mpiexec
     fft          alltoall: MPI_Alltoall and the pencil FFT on 1..P ranks (07_cluster)
+    hybrid       the same cores as ranks x threads, with every parallel preconditioner
+                 (08_hybrid), each layout one `mpiexec ... -m course solve --parallel`
 
 A suite builds on the problems, solvers and distributed track beneath it; nothing beneath imports
 a suite.
@@ -20,14 +22,15 @@ import json
 from pathlib import Path
 
 from .. import timing
-from . import distributed, fem, fft, iccg, openmp
+from . import distributed, fem, fft, hybrid, iccg, openmp
 
 SUITES = {"fem1d": (fem.bench_fem1d, fem.plot_fem1d), "fem3d": (fem.bench_fem3d, fem.plot_fem3d),
           "openmp": (openmp.bench_openmp, openmp.plot_openmp),
           "iccg": (iccg.bench_iccg, iccg.plot_iccg),
           "halo": (distributed.bench_halo, distributed.plot_halo),
           "pipecg": (distributed.bench_pipecg, distributed.plot_pipecg),
-          "alltoall": (fft.bench_alltoall, fft.plot_alltoall)}
+          "alltoall": (fft.bench_alltoall, fft.plot_alltoall),
+          "hybrid": (hybrid.bench_hybrid, hybrid.plot_hybrid)}
 
 
 def use_stream_reference(results: dict, repeat: int = 10) -> dict:
@@ -69,5 +72,5 @@ def summary_table(results: dict) -> str:
     summaries = {"fem1d": fem.summary_fem1d, "fem3d": fem.summary_fem3d,
                  "openmp": openmp.summary_openmp, "iccg": iccg.summary_iccg,
                  "halo": distributed.summary_halo, "pipecg": distributed.summary_pipecg,
-                 "alltoall": fft.summary_alltoall}
+                 "alltoall": fft.summary_alltoall, "hybrid": hybrid.summary_hybrid}
     return summaries[results["suite"]](results)

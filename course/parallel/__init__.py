@@ -3,6 +3,7 @@ GeoFEM-style local data, halo exchange and the distributed problems, one module 
 
     partition    node -> rank maps: blocks of the structured mesh, METIS k-way; their quality
     local        per-rank local data (internal then external nodes, import/export tables); files
+    subdomain    each rank builds its own part from the partition rule (no whole mesh anywhere)
     halo         the halo exchange over MPI, four ways (p2p, persistent, neighbour collective,
                  the naive Allgather) and the exchange of message sizes (all-to-all vs neighbours)
     fem3d        the 3D heat-conduction problem of 02_fem3d assembled and solved on P ranks

@@ -164,7 +164,8 @@ def local_errors(comm, mesh: BoxMesh, local: LocalData, halo: Halo, x: np.ndarra
 
 class Distributed:
     """The pluggable pieces of course.solvers.krylov for one rank: matvec (halo exchange + local
-    product), the global sums (MPI_Allreduce, or MPI_Iallreduce when nonblocking) and the
+    product by the kernel of numpy, numba, or c and fortran with their OpenMP threads), the global
+    sums (MPI_Allreduce, or MPI_Iallreduce when nonblocking) and the
     preconditioner `precond` of course.parallel.precond (Jacobi by default; sweeps, ordering_name,
     colors and precond_lang are its options). halo.seconds and reductions.seconds time the
     communication, product_seconds the local products (product_calls of them),
@@ -181,7 +182,8 @@ class Distributed:
         # flight between two chunks (1: one piece, no test)
         self.chunks = np.linspace(0, matrix.n_rows, max(int(progress_chunks), 1) + 1).astype(int)
         self.work = np.zeros(matrix.n_cols)            # p on internal + external nodes
-        self.product = matvec_numpy if kernel == "numpy" else matvec_numba
+        self.product = self._compiled_product(kernel) if kernel in native.COMPILED_LANGS \
+            else matvec_numpy if kernel == "numpy" else matvec_numba
         self.preconditioner = preconditioner(matrix, precond, self.matvec, sweeps, ordering_name,
                                              colors, precond_lang)
         self.reductions = MPIReductions(comm, nonblocking)
@@ -205,6 +207,20 @@ class Distributed:
         self.product_calls += 1
         return q
     # [distributed_matvec]
+
+    def _compiled_product(self, lang: str):
+        """The local product by the OpenMP kernel of `lang` (threaded: a hybrid rank), checked
+        once: x is self.work, y a buffer of its own, copied out at each call."""
+        if self.chunks.size != 2:
+            raise ValueError("progress chunks are for the numba and numpy products")
+        y = np.empty(self.matrix.n_rows)
+        run = native.crs_matvec_prepared(lang, self.matrix.row_ptr, self.matrix.col_idx,
+                                         self.matrix.val, self.work, y)
+
+        def product(row_ptr, col_idx, val, x):
+            run()
+            return y.copy()
+        return product
 
     # [progress_in_spmv]
     def _product(self, x: np.ndarray) -> np.ndarray:
@@ -367,9 +383,9 @@ def solve_distributed(comm, local: LocalData, matrix: LocalMatrix, b: np.ndarray
 
     def set_up():
         try:
-            return Distributed(matrix, halo, comm, kernel="numpy" if lang == "numpy" else "numba",
-                               nonblocking=iallreduce, precond=precond, sweeps=sweeps,
-                               ordering_name=ordering_name, colors=colors, precond_lang=lang)
+            return Distributed(matrix, halo, comm, kernel=lang, nonblocking=iallreduce,
+                               precond=precond, sweeps=sweeps, ordering_name=ordering_name,
+                               colors=colors, precond_lang=lang)
         except ValueError as err:                      # colors, IC(0) breakdown: say where
             raise ValueError(f"rank {comm.Get_rank()}: {err}") from None
 
