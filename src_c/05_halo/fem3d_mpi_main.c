@@ -15,8 +15,8 @@
  *   ORDERING COLORS natural 0 | cm 0 | rcm 0 | mc K | cm-rcm K (K >= 2; absent: natural 0), the
  *                   ordering of each rank's internal block for IC(0) (lecture 04_iccg); diagonal
  *                   takes natural 0 only, and no rank may have fewer internal nodes than colors
- * (08_hybrid/precond_mpi.h). Blocks: the NX + 1 node indices along x are cut into PX parts: part p holds i in
- * [start(p), start(p+1)), start(p) = p (NX + 1) / PX; the same along y and z. Rank
+ * (08_hybrid/precond_mpi.h). Blocks: the NX + 1 node indices along x are cut into PX parts: part
+ * p holds i in [start(p), start(p+1)), start(p) = p (NX + 1) / PX; the same along y and z. Rank
  * px + PX (py + PY pz) owns the nodes of block (px, py, pz). Each rank builds its local data by
  * itself, GeoFEM style (there is no global mesh anywhere), the same data as the files hold:
  *   internal nodes   the nodes it owns, in ascending global number;
@@ -35,13 +35,13 @@
  * residual ||b - A x|| / ||b||; the preconditioner, its sweeps, ordering, the fewest and most
  * colors over the ranks and the halo exchanges counted per iteration; the MPI thread level
  * (the program asks for MPI_THREAD_FUNNELED and stops with status 2 if the library provides
- * less). Any other word after INPUT that does not end in .pvtu is an
- * error. With OUTPUT.pvtu, rank r writes the piece STEM_r.vtu (VTK XML: its local nodes and the
- * elements whose corner 0 it owns, so that every element is in exactly one piece) and rank 0 the
- * file OUTPUT.pvtu that gathers the pieces (ParaView).
+ * less). Any other word after INPUT that does not end in .pvtu is an error. With OUTPUT.pvtu,
+ * rank r writes the piece STEM_r.vtu (VTK XML: its local nodes and the elements whose corner 0 it
+ * owns, so that every element is in exactly one piece) and rank 0 the file OUTPUT.pvtu that
+ * gathers the pieces (ParaView).
  * Exit status, the same on every rank: 0 converged, 1 not converged (or out of memory), 2 bad
- * input (an IC(0) breakdown included), local data, output file or MPI thread level. An error is one line on stderr, from the lowest rank that found
- * it. */
+ * input (an IC(0) breakdown included), local data, output file or MPI thread level. An error is
+ * one line on stderr, from the lowest rank that found it. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>

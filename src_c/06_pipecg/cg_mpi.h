@@ -42,8 +42,8 @@ int cg_algorithm_from_name(const char *name);
  * global sums started in each iteration, counted (0 if no iteration ran, -1 if two iterations
  * counted differently), *halo_exchanges_per_iteration the halo exchanges made in each iteration,
  * counted the same way (1 in A v, K-1 in M^-1 with asdd-ic0 K: K for every variant, 1 with
- * diagonal; an iteration with residual replacement makes more). Returns -1 on every rank if the work vectors cannot be allocated on some
- * rank, -2 if `algorithm` is not one of the four. */
+ * diagonal; an iteration with residual replacement makes more). Returns -1 on every rank if the
+ * work vectors cannot be allocated on some rank, -2 if `algorithm` is not one of the four. */
 int cg_variant_mpi(int algorithm, int nonblocking, int replace_every, int n_internal,
                    int n_local, const int *restrict row_ptr, const int *restrict col_idx,
                    const double *restrict val, const precond_mpi *precond,

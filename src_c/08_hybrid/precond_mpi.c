@@ -1,7 +1,7 @@
 /* The parallel preconditioners of lecture 08_hybrid (precond_mpi.h): Jacobi, localized IC(0)
  * (block Jacobi over the ranks) and additive Schwarz sweeps (ASDD) around it. The IC(0) of a rank
- * is 04_iccg's: the internal block A_ii ordered (ordering.c), permuted, split into D, L, U, factored
- * once (ic0_factor, ic0_transpose) and applied with the colored sweeps ic0_forward, ic0_backward.
+ * is 04_iccg's: the internal block A_ii ordered (ordering.c), permuted, split into D, L, U,
+ * factored once (ic0_factor, ic0_transpose) and applied with the colored sweeps ic0_forward, ic0_backward.
  * On one rank A_ii is the whole matrix: bjacobi-ic0 is the serial ICCG of 04_iccg. */
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +56,7 @@ static void *alloc_array(long count, size_t size, int *failed)
     return mem;
 }
 
-/* ---- the internal block and its ordering ------------------------------------------------------ */
+/* ---- the internal block and its ordering ----------------------------------------------------- */
 
 /* The graph of A_ii: (ptr, adj) = the columns < n of the internal rows but the diagonal, in
  * their CRS order (the pattern, zeros of the Dirichlet rows included, as
@@ -85,7 +85,8 @@ static int color_unknowns(int n, const int *restrict ptr, const int *restrict ad
             within[i] = i, color[i] = 0;
         return ordering == 0 ? 1 : multicolor(n, ptr, adj, colors, color);
     }
-    int *cm = malloc(((size_t)n + 1) * sizeof *cm), *level = malloc(((size_t)n + 1) * sizeof *level);
+    int *cm = malloc(((size_t)n + 1) * sizeof *cm);
+    int *level = malloc(((size_t)n + 1) * sizeof *level);
     if (cm == NULL || level == NULL) {
         free(cm), free(level);
         return -1;
@@ -134,7 +135,7 @@ static int order_block(precond_mpi *p, int ordering, int colors)
     return failed ? PRECOND_OUT_OF_MEMORY : 0;
 }
 
-/* ---- the permuted block, split, and its IC(0) ------------------------------------------------- */
+/* ---- the permuted block, split, and its IC(0) ------------------------------------------------ */
 
 /* Puts column j (new numbering) with value v into row i of the part (ptr, col, val) that holds
  * *count entries of row i so far: insertion keeps the columns increasing. */
@@ -235,7 +236,7 @@ static int factor_block(precond_mpi *p)
     return 0;
 }
 
-/* ---- setup ------------------------------------------------------------------------------------ */
+/* ---- setup ----------------------------------------------------------------------------------- */
 
 int precond_setup(int kind, int sweeps, const char *ordering, int colors, int n_internal,
                   int n_local, const int *restrict row_ptr, const int *restrict col_idx,
@@ -286,7 +287,7 @@ void precond_free(precond_mpi *p)
     memset(p, 0, sizeof *p);
 }
 
-/* ---- the application -------------------------------------------------------------------------- */
+/* ---- the application ------------------------------------------------------------------------- */
 
 /* z = B r = unpermute(backward(forward(permute(r)))) on the internal rows: the IC(0) of A_ii,
  * no communication. */
