@@ -126,12 +126,14 @@ def test_kernel_tests_pass_under_sanitizers(sanitize_build, sanitizer_env):
                     "tests/test_fem3d_programs.py", "tests/test_openmp.py", "tests/test_race.py",
                     "tests/test_halo.py", "tests/test_halo_programs.py",
                     "tests/test_halo_local_files.py", "tests/test_pipecg_programs.py",
+                    "tests/test_hybrid_programs.py",
                     "tests/test_iccg.py::test_compiled_kernels_refuse_wrong_arrays"]
     # The MPI programs' bad-input tests start an mpiexec job each (about 150 of them, half of this
     # rerun's time): under the sanitizers run only the C program's local-data files (its largest
     # parser). The input reader they share with fem3d_c/fem3d_f runs here through
     # test_fem3d_programs, every case.
-    skip = "not bad_input and not bad_word and not (bad_local_data and fem3d_mpi_f)"
+    skip = ("not bad_input and not bad_word and not bad_lines"
+            " and not (bad_local_data and fem3d_mpi_f)")
     cmd = [PYTHON, "-m", "pytest", *kernel_tests, "-m", "compiled", "-k", skip, "-q", "-p",
            "no:cacheprovider", "-o", "addopts=", "--timeout=600"]
     result = run(cmd, cwd=ROOT, env=sanitizer_env, timeout=800)

@@ -9,8 +9,14 @@
  *   local PREFIX    rank r reads its local data from the file PREFIX.r (relative to the current
  *                   folder, or absolute), which `python -m course partition ... --out PREFIX`
  *                   writes for any partition, METIS's included (local_data.h)
- * Blocks: the NX + 1 node indices along x are cut into PX parts: part p holds i in
- * [start(p), start(p+1)), start(p) = p (NX + 1) / PX; the same along y and z. Rank
+ * and two optional lines after it (lecture 08_hybrid: the preconditioner; a file without them
+ * runs with diagonal, as before):
+ *   PRECOND SWEEPS  diagonal 1 | bjacobi-ic0 1 | asdd-ic0 K   (K >= 1 additive Schwarz sweeps)
+ *   ORDERING COLORS natural 0 | cm 0 | rcm 0 | mc K | cm-rcm K (K >= 2; absent: natural 0), the
+ *                   ordering of each rank's internal block for IC(0) (lecture 04_iccg); diagonal
+ *                   takes natural 0 only, and no rank may have fewer internal nodes than colors
+ * (08_hybrid/precond_mpi.h). Blocks: the NX + 1 node indices along x are cut into PX parts: part
+ * p holds i in [start(p), start(p+1)), start(p) = p (NX + 1) / PX; the same along y and z. Rank
  * px + PX (py + PY pz) owns the nodes of block (px, py, pz). Each rank builds its local data by
  * itself, GeoFEM style (there is no global mesh anywhere), the same data as the files hold:
  *   internal nodes   the nodes it owns, in ascending global number;
@@ -24,15 +30,18 @@
  * lecture 06_pipecg), blocking (MPI_Allreduce) or iallreduce (MPI_Iallreduce + MPI_Wait), and
  * replace=N (residual replacement every N iterations, N > 0), in any order after INPUT, choose
  * the variant; a missing one is pcg, blocking, or no replacement. Rank 0 prints fem3d's
- * summary, with global numbers, a line on the partition, and two lines on the solver: the
- * algorithm, the reductions, the global sums counted per iteration, and the true relative
- * residual ||b - A x|| / ||b||. Any other word after INPUT that does not end in .pvtu is an
- * error. With OUTPUT.pvtu, rank r writes the piece STEM_r.vtu (VTK XML: its local nodes and the
- * elements whose corner 0 it owns, so that every element is in exactly one piece) and rank 0 the
- * file OUTPUT.pvtu that gathers the pieces (ParaView).
+ * summary, with global numbers, a line on the partition, and four lines on the solver: the
+ * algorithm, the reductions, the global sums counted per iteration; the true relative
+ * residual ||b - A x|| / ||b||; the preconditioner, its sweeps, ordering, the fewest and most
+ * colors over the ranks and the halo exchanges counted per iteration; the MPI thread level
+ * (the program asks for MPI_THREAD_FUNNELED and stops with status 2 if the library provides
+ * less). Any other word after INPUT that does not end in .pvtu is an error. With OUTPUT.pvtu,
+ * rank r writes the piece STEM_r.vtu (VTK XML: its local nodes and the elements whose corner 0 it
+ * owns, so that every element is in exactly one piece) and rank 0 the file OUTPUT.pvtu that
+ * gathers the pieces (ParaView).
  * Exit status, the same on every rank: 0 converged, 1 not converged (or out of memory), 2 bad
- * input, local data or output file. An error is one line on stderr, from the lowest rank that found
- * it. */
+ * input (an IC(0) breakdown included), local data, output file or MPI thread level. An error is
+ * one line on stderr, from the lowest rank that found it. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -48,6 +57,7 @@
 #include "halo.h"
 #include "input.h"
 #include "local_data.h"
+#include "precond_mpi.h"
 
 #define PROG "fem3d_mpi_c"
 
@@ -56,6 +66,8 @@ enum { PATH_SIZE = 1024, MSG_SIZE = 2 * PATH_SIZE };
 static const char *const PART_NAMES[3] = {"PX", "PY", "PZ"};
 static const char *const REDUCTION_NAMES[2] = {"blocking", "iallreduce"};
 static const char *const REPLACE_WORD = "replace=";   /* replace=N on the command line */
+static const char *const ORDERINGS[5] = {"natural", "cm", "rcm", "mc", "cm-rcm"};
+static const char *const THREAD_LEVELS[4] = {"SINGLE", "FUNNELED", "SERIALIZED", "MULTIPLE"};
 
 /* the command line after INPUT */
 typedef struct {
@@ -63,12 +75,16 @@ typedef struct {
     int algorithm;                 /* CG_PCG, ... (cg_mpi.h) */
     int nonblocking;               /* 1: iallreduce, 0: blocking */
     int replace_every;             /* N of replace=N, or 0: no residual replacement */
+    int thread_level;              /* MPI_THREAD_... that MPI_Init_thread provided */
 } options;
 
 typedef struct {
     fem3d_problem fem;             /* fem3d's six lines */
     int parts[3];                  /* PX PY PZ, or 0 0 0 with local data files */
     char prefix[PATH_SIZE];        /* PREFIX of `local PREFIX`, or "" for blocks */
+    int precond, sweeps;           /* line 8: PRECOND_DIAGONAL, ... (precond_mpi.h) and K */
+    int ordering, colors;          /* line 9: ORDERINGS[ordering] and K */
+    const char *path;              /* the input file, for the messages on lines 8 and 9 */
 } problem;
 
 /* line 7 as PX PY PZ, checked against the job */
@@ -106,11 +122,81 @@ static int read_prefix(const input_file *in, const char *line, problem *p)
     return 1;
 }
 
-/* fem3d's input (the same messages, from the same reader) plus line 7 */
+/* The next line into line, if the file has one with a word on it: returns 1, or 0 (and the line
+ * is counted as absent) at the end of the file or on a blank line. */
+static int optional_line(input_file *in, char *line, int size, const char *what)
+{
+    if (feof(in->file))
+        return 0;
+    int c = getc(in->file);
+    if (c == EOF)
+        return 0;
+    ungetc(c, in->file);
+    input_line(in, line, size, what);
+    return line[strspn(line, " \t\r\n")] != '\0';
+}
+
+/* The first word of line (at most size - 1 characters) into word; the rest of the line after it
+ * in *rest. */
+static void first_word(char *line, char *word, int size, char **rest)
+{
+    char *start = line + strspn(line, " \t\r\n");
+    size_t len = strcspn(start, " \t\r\n");
+    if (len >= (size_t)size)
+        len = (size_t)size - 1;
+    memcpy(word, start, len);
+    word[len] = '\0';
+    *rest = start + strcspn(start, " \t\r\n");
+}
+
+/* line 8: PRECOND SWEEPS */
+static void read_precond(input_file *in, char *line, problem *p)
+{
+    char word[64], *rest;
+    first_word(line, word, sizeof word, &rest);
+    p->precond = precond_from_name(word);
+    if (p->precond < 0)
+        input_fail(in, "unknown preconditioner '%s': expected diagonal, bjacobi-ic0 or asdd-ic0 "
+                   "(PRECOND SWEEPS)", word);
+    input_parse_ints(in, rest, 1, &p->sweeps, "SWEEPS: additive Schwarz sweeps");
+    if (p->sweeps < 1)
+        input_fail(in, "SWEEPS must be at least 1, got %d", p->sweeps);
+    if (p->sweeps != 1 && p->precond != PRECOND_ASDD_IC0)
+        input_fail(in, "SWEEPS = %d with %s: sweeps are for asdd-ic0 (diagonal and bjacobi-ic0 "
+                   "take 1)", p->sweeps, word);
+}
+
+/* line 9: ORDERING COLORS */
+static void read_ordering(input_file *in, char *line, problem *p)
+{
+    char word[64], *rest;
+    first_word(line, word, sizeof word, &rest);
+    p->ordering = -1;
+    for (int k = 0; k < 5; k++)
+        if (strcmp(word, ORDERINGS[k]) == 0)
+            p->ordering = k;
+    if (p->ordering < 0)
+        input_fail(in, "unknown ordering '%s': expected natural, cm, rcm, mc or cm-rcm (ORDERING "
+                   "COLORS)", word);
+    input_parse_ints(in, rest, 1, &p->colors, "COLORS: the number of colors");
+    if (p->ordering < 3 && p->colors != 0)
+        input_fail(in, "COLORS = %d with %s: natural, cm and rcm take 0", p->colors, word);
+    if (p->ordering >= 3 && p->colors < 2)
+        input_fail(in, "COLORS = %d with %s: mc and cm-rcm take 2 or more", p->colors, word);
+    if (p->ordering != 0 && p->precond == PRECOND_DIAGONAL)
+        input_fail(in, "ordering %s with diagonal: the ordering is for the IC(0) preconditioners "
+                   "(bjacobi-ic0, asdd-ic0)", word);
+}
+
+/* fem3d's input (the same messages, from the same reader) plus line 7 and the optional lines 8
+ * and 9 */
 static problem read_input(const char *path, int n_ranks)
 {
     problem p;
     memset(&p, 0, sizeof p);
+    p.path = path;
+    p.precond = PRECOND_DIAGONAL, p.sweeps = 1;           /* absent lines 8, 9: as before */
+    p.ordering = 0, p.colors = 0;
     input_file in;
     char line[PATH_SIZE];
     input_open(&in, PROG, path);
@@ -118,6 +204,11 @@ static problem read_input(const char *path, int n_ranks)
     input_line(&in, line, sizeof line, "PX PY PZ (number of parts along x, y, z) or local PREFIX");
     if (!read_prefix(&in, line, &p))
         read_parts(&in, line, n_ranks, &p);
+    if (optional_line(&in, line, sizeof line, "PRECOND SWEEPS")) {
+        read_precond(&in, line, &p);
+        if (optional_line(&in, line, sizeof line, "ORDERING COLORS"))
+            read_ordering(&in, line, &p);
+    }
     input_close(&in);
     return p;
 }
@@ -881,16 +972,62 @@ static void print_summary(const problem *p, const local_data *d, const local_sys
     fflush(stdout);
 }
 
-/* the two lines on the solver: the variant and its counted reductions, the true residual
- * (rank 0 prints) */
-static void print_variant(const options *o, int per_iteration, double true_relres, int rank)
+/* the name of an MPI_THREAD_... level */
+static const char *thread_level_name(int level)
 {
+    if (level == MPI_THREAD_SINGLE)
+        return THREAD_LEVELS[0];
+    if (level == MPI_THREAD_FUNNELED)
+        return THREAD_LEVELS[1];
+    return level == MPI_THREAD_SERIALIZED ? THREAD_LEVELS[2] : THREAD_LEVELS[3];
+}
+
+/* the four lines on the solver: the variant and its counted reductions, the true residual, the
+ * preconditioner (its colors: the fewest and the most over the ranks) with its counted halo
+ * exchanges, the MPI thread level (every rank calls: the colors are reduced; rank 0 prints) */
+static void print_variant(const options *o, const precond_mpi *m, int per_iteration,
+                          int exchanges_per_iteration, double true_relres, int rank)
+{
+    int local[2] = {m->ncolor, -m->ncolor}, global[2];           /* min as the max of -ncolor */
+    MPI_Allreduce(local, global, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank != 0)
         return;
     printf("  algorithm %s (%s), reductions per iteration %d\n", cg_algorithm_name(o->algorithm),
            REDUCTION_NAMES[o->nonblocking], per_iteration);
     printf("  true relative residual %.3e (||b - A x|| / ||b||, recomputed)\n", true_relres);
+    printf("  preconditioner %s, sweeps %d, ordering %s, colors %d..%d, halo exchanges per "
+           "iteration %d (counted)\n", precond_name(m->kind), m->sweeps, m->ordering, -global[1],
+           global[0], exchanges_per_iteration);
+    printf("  MPI thread level asked FUNNELED, provided %s\n", thread_level_name(o->thread_level));
     fflush(stdout);
+}
+
+/* ---- the preconditioner ---------------------------------------------------------------------- */
+
+/* precond_setup on the internal rows of every rank; the ranks agree on the outcome. Returns 0,
+ * or the exit status after one line from the lowest failing rank (2 for too many colors and an
+ * IC(0) breakdown, 1 out of memory). */
+static int setup_precond(const problem *p, const local_data *d, const local_system *s,
+                         precond_mpi *m, int rank, int n_ranks)
+{
+    char msg[MSG_SIZE] = "";
+    const int status = precond_setup(p->precond, p->sweeps, ORDERINGS[p->ordering], p->colors,
+                                     d->n_internal, d->n_local, s->row_ptr, s->col_idx, s->val,
+                                     m);
+    int exit_status = status == PRECOND_OUT_OF_MEMORY ? 1 : status != 0 ? 2 : 0;
+    if (status == PRECOND_OUT_OF_MEMORY)
+        snprintf(msg, sizeof msg, "out of memory for NX NY NZ = %d %d %d", p->fem.nel[0],
+                 p->fem.nel[1], p->fem.nel[2]);
+    else if (status == PRECOND_TOO_MANY_COLORS)
+        snprintf(msg, sizeof msg, "%s:9: colors %d exceed the %d internal nodes of rank %d",
+                 p->path, p->colors, d->n_internal, rank);
+    else if (status <= PRECOND_BREAKDOWN)
+        snprintf(msg, sizeof msg, "%s: IC(0) breaks down on rank %d at internal node %d (a pivot "
+                 "<= 0): the internal block is not positive definite", precond_name(p->precond),
+                 rank, PRECOND_BREAKDOWN - status);
+    else if (status != 0)
+        snprintf(msg, sizeof msg, "%s:8: bad preconditioner choice", p->path);
+    return agree(exit_status, msg, rank, n_ranks);
 }
 
 /* ---- the program ----------------------------------------------------------------------------- */
@@ -921,20 +1058,30 @@ static int solve(const problem *p, const local_data *d, const local_mesh *m, loc
 
     const long n_global = (long)(p->fem.nel[0] + 1) * (p->fem.nel[1] + 1) * (p->fem.nel[2] + 1);
     const int max_iter = 10 * n_global <= INT_MAX ? 10 * (int)n_global : INT_MAX;
+    precond_mpi pc;
+    status = setup_precond(p, d, s, &pc, rank, n_ranks);
+    if (status != 0) {
+        precond_free(&pc);
+        return status;
+    }
     double relres, true_relres;
-    int per_iteration;
+    int per_iteration, exchanges_per_iteration;
     int iters = cg_variant_mpi(o->algorithm, o->nonblocking, o->replace_every, d->n_internal,
-                               d->n_local, s->row_ptr, s->col_idx, s->val, s->rhs, s->t,
+                               d->n_local, s->row_ptr, s->col_idx, s->val, &pc, s->rhs, s->t,
                                p->fem.eps, max_iter, &relres, d->n_neighbours, d->neighbours,
                                d->import_ptr, d->import_index, d->export_ptr, d->export_index,
-                               MPI_COMM_WORLD, &per_iteration, &true_relres);
-    if (iters < 0)
+                               MPI_COMM_WORLD, &per_iteration, &exchanges_per_iteration,
+                               &true_relres);
+    if (iters < 0) {
+        precond_free(&pc);
         return out_of_memory(p, rank);
+    }
     /* the external temperatures too (the solver updates the internal ones only) */
     halo_exchange(d->n_neighbours, d->neighbours, d->import_ptr, d->import_index, d->export_ptr,
                   d->export_index, s->t, s->send_buf, s->recv_buf, MPI_COMM_WORLD);
     print_summary(p, d, s, partition, iters, relres, rank, n_ranks);
-    print_variant(o, per_iteration, true_relres, rank);
+    print_variant(o, &pc, per_iteration, exchanges_per_iteration, true_relres, rank);
+    precond_free(&pc);
     status = relres <= p->fem.eps ? 0 : 1;
     if (output != NULL) {
         if (write_output(output, d, s, rank, n_ranks) != 0)
@@ -975,7 +1122,8 @@ static int run_rank(const problem *p, const options *o, int rank, int n_ranks)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    int provided;                         /* MPI calls from the master thread only (08_hybrid) */
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     atexit(finalize_mpi);
     int rank, n_ranks;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -983,7 +1131,12 @@ int main(int argc, char **argv)
     input_quiet = rank != 0;              /* every rank reads the input; rank 0 reports */
     int status = 2;
     options o;
-    if (argc < 2 || argc > 6) {
+    o.thread_level = provided;
+    if (provided < MPI_THREAD_FUNNELED) {
+        if (rank == 0)
+            fprintf(stderr, PROG ": the MPI library provides thread level %s, this program needs "
+                    "FUNNELED\n", thread_level_name(provided));
+    } else if (argc < 2 || argc > 6) {
         if (rank == 0)
             fprintf(stderr, "usage: %s INPUT [OUTPUT.pvtu] [pcg|chronopoulos-gear|gropp|pipelined] "
                     "[blocking|iallreduce] [replace=N]\n", argv[0]);

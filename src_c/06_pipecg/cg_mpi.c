@@ -1,7 +1,8 @@
 /* Four CG variants on P ranks (lecture 06_pipecg): course/solvers/krylov.py line by line, with
  * the pieces of course/parallel/fem3d.py and course/parallel/reductions.py:
  *   A v     halo_exchange of v (its external entries) + crs_matvec over the internal rows
- *   M^-1 r  Jacobi: dinv * r, local
+ *   M^-1 r  precond_apply of 08_hybrid/precond_mpi.h: Jacobi (dinv * r, local), localized IC(0)
+ *           (local) or additive Schwarz sweeps with IC(0) (K-1 halo exchanges in each)
  *   sums    the local dot_reduction of each dot product, then ONE global sum of all of them:
  *           MPI_Allreduce, or MPI_Iallreduce started early and MPI_Wait'ed for late, so that
  *           the work in between can hide it.
@@ -11,7 +12,8 @@
  *   gropp              (p, s) behind M^-1 s, (r, u), (r, r) behind A u: 2 reductions
  *   pipelined          (r, u), (w, u), (r, r) behind M^-1 w and A m: 1 reduction
  * Every variant stops when the recursive residual has ||r|| <= tol ||b||; an iteration is one
- * update of x; the reductions started inside each iteration are counted. */
+ * update of x; the reductions started and the halo exchanges made inside each iteration are
+ * counted (A v makes one; M^-1 r K-1 with asdd-ic0 K, none with the others). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@
 #include "cg_mpi.h"
 #include "course.h"
 #include "halo.h"
+#include "precond_mpi.h"
 
 static const char *const ALGORITHM_NAMES[CG_N_ALGORITHMS] = {"pcg", "chronopoulos-gear", "gropp",
                                                              "pipelined"};
@@ -40,7 +43,8 @@ int cg_algorithm_from_name(const char *name)
 typedef struct {
     int n, n_local;                                   /* internal rows, local nodes */
     const int *row_ptr, *col_idx;
-    const double *val, *dinv, *b;
+    const double *val, *b;
+    const precond_mpi *precond;                       /* M */
     int n_neighbours;
     const int *neighbours, *import_ptr, *import_index, *export_ptr, *export_index;
     double *send_buf, *recv_buf;
@@ -52,6 +56,9 @@ typedef struct {
     long reductions;           /* global sums started so far */
     long count_at_start;       /* ... when the current iteration began */
     int per_iteration;         /* the count of every iteration; -1 once two differ */
+    long exchanges;            /* halo exchanges made so far */
+    long exchanges_at_start;   /* ... when the current iteration began */
+    int exchanges_per_iteration;   /* the count of every iteration; -1 once two differ */
 } cg_run;
 
 /* ---- the pluggable pieces -------------------------------------------------------------------- */
@@ -61,14 +68,16 @@ static void matvec(cg_run *c, double *restrict v, double *restrict out)
 {
     halo_exchange(c->n_neighbours, c->neighbours, c->import_ptr, c->import_index, c->export_ptr,
                   c->export_index, v, c->send_buf, c->recv_buf, c->comm);
+    c->exchanges++;
     crs_matvec(c->n, c->row_ptr, c->col_idx, c->val, v, out);
 }
 
-/* u = M^-1 r (Jacobi: no communication) */
-static void precond(const cg_run *c, const double *restrict r, double *restrict u)
+/* u = M^-1 r: u must have n_local entries (asdd-ic0 exchanges its external ones) */
+static void precond(cg_run *c, const double *restrict r, double *restrict u)
 {
-    for (int i = 0; i < c->n; i++)
-        u[i] = c->dinv[i] * r[i];
+    precond_apply(c->precond, r, u, c->n_neighbours, c->neighbours, c->import_ptr,
+                  c->import_index, c->export_ptr, c->export_index, c->send_buf, c->recv_buf,
+                  c->comm, &c->exchanges);
 }
 
 /* r = b - A x */
@@ -141,10 +150,11 @@ static int more(const cg_run *c)
     return c->iterations < c->max_iter && isfinite(c->relres);
 }
 
-/* The iterations start: the reductions from here on are counted per iteration. */
+/* The iterations start: the reductions and exchanges from here on are counted per iteration. */
 static void begin(cg_run *c)
 {
     c->count_at_start = c->reductions;
+    c->exchanges_at_start = c->exchanges;
 }
 
 /* nonzero in every replace_every-th iteration: recompute the recursive vectors from x */
@@ -153,16 +163,25 @@ static int replace_now(const cg_run *c)
     return c->replace_every > 0 && (c->iterations + 1) % c->replace_every == 0;
 }
 
-/* An iteration ended: its reductions are counted, and must be as many as in every other. */
+/* *per_iteration = count in the first iteration; -1 once an iteration counts differently */
+static void tally(int iteration, int count, int *per_iteration)
+{
+    if (iteration == 0)
+        *per_iteration = count;
+    else if (count != *per_iteration)
+        *per_iteration = -1;
+}
+
+/* An iteration ended: its reductions and halo exchanges are counted, and must be as many as in
+ * every other. */
 static void iteration_done(cg_run *c)
 {
-    const int count = (int)(c->reductions - c->count_at_start);
-    if (c->iterations == 0)
-        c->per_iteration = count;
-    else if (count != c->per_iteration)
-        c->per_iteration = -1;
+    tally(c->iterations, (int)(c->reductions - c->count_at_start), &c->per_iteration);
+    tally(c->iterations, (int)(c->exchanges - c->exchanges_at_start),
+          &c->exchanges_per_iteration);
     c->iterations++;
     c->count_at_start = c->reductions;
+    c->exchanges_at_start = c->exchanges;
 }
 
 /* ---- the four variants (the vectors have n_local entries; x is the caller's) ----------------- */
@@ -340,19 +359,20 @@ static void pipelined(cg_run *c, double *restrict x, double *restrict r, double 
 /* [cg_variant_mpi] */
 int cg_variant_mpi(int algorithm, int nonblocking, int replace_every, int n_internal,
                    int n_local, const int *restrict row_ptr, const int *restrict col_idx,
-                   const double *restrict val, const double *restrict b, double *restrict x,
-                   double tol, int max_iter, double *restrict relres, int n_neighbours,
-                   const int *restrict neighbours, const int *restrict import_ptr,
-                   const int *restrict import_index, const int *restrict export_ptr,
-                   const int *restrict export_index, MPI_Comm comm,
-                   int *restrict reductions_per_iteration, double *restrict true_relres)
+                   const double *restrict val, const precond_mpi *precond,
+                   const double *restrict b, double *restrict x, double tol, int max_iter,
+                   double *restrict relres, int n_neighbours, const int *restrict neighbours,
+                   const int *restrict import_ptr, const int *restrict import_index,
+                   const int *restrict export_ptr, const int *restrict export_index,
+                   MPI_Comm comm, int *restrict reductions_per_iteration,
+                   int *restrict halo_exchanges_per_iteration, double *restrict true_relres)
 {
     enum { N_VECTORS = 9 };                  /* the most a variant needs: pipelined */
     if (cg_algorithm_name(algorithm) == NULL)
         return -2;
     const int n = n_internal, n_send = export_ptr[n_neighbours], n_recv = import_ptr[n_neighbours];
     const size_t stride = (size_t)n_local + 1;    /* + 1: never a zero-sized block */
-    double *work = malloc((N_VECTORS * stride + n + n_send + n_recv + 1) * sizeof *work);
+    double *work = malloc((N_VECTORS * stride + n_send + n_recv + 1) * sizeof *work);
     if (failed_anywhere(work == NULL, comm)) {    /* all ranks return together */
         free(work);
         return -1;
@@ -360,11 +380,10 @@ int cg_variant_mpi(int algorithm, int nonblocking, int replace_every, int n_inte
     double *v[N_VECTORS];
     for (int k = 0; k < N_VECTORS; k++)
         v[k] = work + k * stride;
-    double *dinv = work + N_VECTORS * stride, *send_buf = dinv + n, *recv_buf = send_buf + n_send;
-    jacobi_inverse_diagonal(n, row_ptr, col_idx, val, dinv);
+    double *send_buf = work + N_VECTORS * stride, *recv_buf = send_buf + n_send;
 
     cg_run c = {.n = n, .n_local = n_local, .row_ptr = row_ptr, .col_idx = col_idx, .val = val,
-                .dinv = dinv, .b = b, .n_neighbours = n_neighbours, .neighbours = neighbours,
+                .precond = precond, .b = b, .n_neighbours = n_neighbours, .neighbours = neighbours,
                 .import_ptr = import_ptr, .import_index = import_index,
                 .export_ptr = export_ptr, .export_index = export_index, .send_buf = send_buf,
                 .recv_buf = recv_buf, .comm = comm, .nonblocking = nonblocking != 0,
@@ -390,6 +409,7 @@ int cg_variant_mpi(int algorithm, int nonblocking, int replace_every, int n_inte
     }
     *relres = c.relres;
     *reductions_per_iteration = c.iterations > 0 ? c.per_iteration : 0;
+    *halo_exchanges_per_iteration = c.iterations > 0 ? c.exchanges_per_iteration : 0;
     residual(&c, x, v[0]);                   /* the true residual b - A x */
     *true_relres = sqrt(dot_mpi(n, v[0], v[0], comm)) / c.bnorm;
     free(work);

@@ -10,6 +10,8 @@
 #define COURSE_CG_MPI_H
 #include <mpi.h>
 
+#include "precond_mpi.h"
+
 /* the algorithms; cg_algorithm_name gives the names of course.solvers.ALGORITHMS */
 enum {
     CG_PCG = 0,               /* Hestenes-Stiefel: 2 reductions per iteration */
@@ -27,8 +29,10 @@ int cg_algorithm_from_name(const char *name);
 
 /* Solves A x = b (A symmetric positive definite, distributed by rows: the local CRS holds the
  * n_internal internal rows, with columns among the n_local local nodes; b has n_internal
- * entries, x n_local; the halo tables are those of halo.h) with the Jacobi-preconditioned CG
- * variant `algorithm`. nonblocking != 0: every global sum is MPI_Iallreduce + MPI_Wait, else
+ * entries, x n_local; the halo tables are those of halo.h) with the CG variant `algorithm`
+ * preconditioned by `precond` (08_hybrid/precond_mpi.h: diagonal, bjacobi-ic0 or asdd-ic0, set up
+ * by precond_setup on the same rows; each variant applies it where krylov.py applies M^-1, the
+ * pipelined one to w). nonblocking != 0: every global sum is MPI_Iallreduce + MPI_Wait, else
  * MPI_Allreduce. replace_every N > 0: every N-th iteration the recursively updated vectors are
  * recomputed from x (residual replacement); 0: never. x: the initial guess in its internal
  * entries on entry, the solution there on exit (its external entries are scratch).
@@ -36,15 +40,18 @@ int cg_algorithm_from_name(const char *name);
  * Returns the iterations (the same on every rank); *relres the recursive ||r|| / ||b|| at the
  * end, *true_relres ||b - A x|| / ||b|| recomputed at the end, *reductions_per_iteration the
  * global sums started in each iteration, counted (0 if no iteration ran, -1 if two iterations
- * counted differently). Returns -1 on every rank if the work vectors cannot be allocated on some
- * rank, -2 if `algorithm` is not one of the four. */
+ * counted differently), *halo_exchanges_per_iteration the halo exchanges made in each iteration,
+ * counted the same way (1 in A v, K-1 in M^-1 with asdd-ic0 K: K for every variant, 1 with
+ * diagonal; an iteration with residual replacement makes more). Returns -1 on every rank if the
+ * work vectors cannot be allocated on some rank, -2 if `algorithm` is not one of the four. */
 int cg_variant_mpi(int algorithm, int nonblocking, int replace_every, int n_internal,
                    int n_local, const int *restrict row_ptr, const int *restrict col_idx,
-                   const double *restrict val, const double *restrict b, double *restrict x,
-                   double tol, int max_iter, double *restrict relres, int n_neighbours,
-                   const int *restrict neighbours, const int *restrict import_ptr,
-                   const int *restrict import_index, const int *restrict export_ptr,
-                   const int *restrict export_index, MPI_Comm comm,
-                   int *restrict reductions_per_iteration, double *restrict true_relres);
+                   const double *restrict val, const precond_mpi *precond,
+                   const double *restrict b, double *restrict x, double tol, int max_iter,
+                   double *restrict relres, int n_neighbours, const int *restrict neighbours,
+                   const int *restrict import_ptr, const int *restrict import_index,
+                   const int *restrict export_ptr, const int *restrict export_index,
+                   MPI_Comm comm, int *restrict reductions_per_iteration,
+                   int *restrict halo_exchanges_per_iteration, double *restrict true_relres);
 
 #endif

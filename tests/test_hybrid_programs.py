@@ -1,0 +1,257 @@
+"""Lecture 08_hybrid, compiled side: the parallel preconditioners of fem3d_mpi_c and fem3d_mpi_f
+(src_c/08_hybrid/precond_mpi.c, src_fortran/08_hybrid/precond_mpi.f90), chosen by the optional
+lines 8 and 9 of the input,
+
+    line 8   PRECOND SWEEPS     diagonal 1 | bjacobi-ic0 1 | asdd-ic0 K
+    line 9   ORDERING COLORS    natural 0 | cm 0 | rcm 0 | mc K | cm-rcm K
+
+on a small mesh (8 x 7 x 6 elements) under mpiexec with 1, 2 and 4 ranks, blocks and METIS parts
+(`local PREFIX` files written by `python -m course partition`). Asserted: a file without lines 8-9
+runs as before (diagonal, one halo exchange per iteration); on one rank bjacobi-ic0 is the serial
+ICCG of lecture 04 (course.solvers.iccg, the Numba kernels: not the program's code) on the same
+matrix and ordering, the same iterations and colors; on 2 and 4 ranks the localized IC(0) loses to
+the cut couplings (more iterations than on one rank) and the additive Schwarz sweeps win some of
+them back (asdd-ic0 K = 2, 3: fewer iterations than bjacobi-ic0 on the same partition) at K halo
+exchanges per iteration, counted by the solver, in each of the four CG variants, which converge to
+pcg's solution; bad lines 8-9 give one error line and exit status 2 on every rank; the MPI thread
+level is at least FUNNELED.
+
+Every mpiexec call has a timeout (the helpers of test_halo_programs)."""
+
+from __future__ import annotations
+
+import shutil
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_course
+from course.fem import assembly, mesh
+from course.problems import solve_ordered
+from test_fem3d_programs import parse_summary
+from test_halo_programs import (LABELS, PROGRAMS, SUMMARY_LINES, assert_default_solver,
+                                assert_one_error, mpi_input, mpiexec, solver_lines)
+
+pytestmark = [pytest.mark.timeout(600), pytest.mark.compiled,
+              pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")]
+
+# the model problem: T = 0 on xmin, a flux into xmax, a source; max T = 2.08
+NEL, SIZE, COND, QVOL, QFLUX, FACE, EPS = (8, 7, 6), (0.2, 0.1, 0.35), 1.0, 1.0, 0.5, "xmin", 1e-10
+# line 7 of every partition: blocks, or the METIS parts of `course partition` (fixture workdir)
+PARTITIONS = {"1": "1 1 1", "2-blocks": "2 1 1", "2-metis": "local metis2", "4-blocks": "2 2 1",
+              "4-metis": "local metis4"}
+RANKS = {"1": 1, "2-blocks": 2, "2-metis": 2, "4-blocks": 4, "4-metis": 4}
+ALGORITHMS = ("pcg", "chronopoulos-gear", "gropp", "pipelined")
+PROMISED = {"pcg": 2, "chronopoulos-gear": 1, "gropp": 2, "pipelined": 1}
+
+
+def input_text(partition: str, precond: str | None = None, ordering: str | None = None) -> str:
+    """fem3d_mpi's input: the model problem, line 7 of `partition`, lines 8 and 9 if given."""
+    text = mpi_input(" ".join(map(str, NEL)), "1 1 1", size=" ".join(map(str, SIZE)),
+                     material=f"{COND} {QVOL}", qflux=str(QFLUX), face=FACE, eps=str(EPS))[0]
+    text += f"{PARTITIONS[partition]}   PX PY PZ or local PREFIX\n"
+    for value, comment in ((precond, "PRECOND SWEEPS: diagonal 1, bjacobi-ic0 1 or asdd-ic0 K"),
+                           (ordering, "ORDERING COLORS: natural 0, cm 0, rcm 0, mc K, cm-rcm K")):
+        if value is not None:       # a value missing its number: no comment (read as the number)
+            text += f"{value}   {comment}\n" if len(value.split()) == 2 else f"{value}\n"
+    return text
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    """One folder with the METIS local data files metis2.*, metis4.* for all the runs."""
+    folder = tmp_path_factory.mktemp("hybrid_programs")
+    for ranks in (2, 4):
+        result = run_course("partition", "--nx", NEL[0], "--ny", NEL[1], "--nz", NEL[2],
+                            "--dx", SIZE[0], "--dy", SIZE[1], "--dz", SIZE[2], "--ranks", ranks,
+                            "--partition", "metis", "--out", folder / f"metis{ranks}",
+                            timeout=120)
+        assert result.returncode == 0, result.stderr
+    return folder
+
+
+def run_case(workdir: Path, name: str, partition: str, precond=None, ordering=None,
+             algorithm: str = "pcg"):
+    """One run; checked: exit 0, nothing from the program on stderr, rank 0's summary once."""
+    path = workdir / f"{name}-{partition}-{precond}-{ordering}.dat".replace(" ", "_")
+    path.write_text(input_text(partition, precond, ordering))
+    result = mpiexec(RANKS[partition], name, path.name, algorithm, cwd=workdir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not [line for line in result.stderr.splitlines() if line.startswith(name)]
+    lines = result.stdout.splitlines()
+    assert len(lines) == SUMMARY_LINES, lines
+    assert lines[0].startswith(f"fem3d_mpi ({LABELS[name]}): "), lines[0]
+    return result
+
+
+@cache
+def summary(workdir: Path, name: str, partition: str, precond=None, ordering=None,
+            algorithm: str = "pcg") -> dict:
+    """The summary of one run, parsed: fem3d's numbers and the four lines on the solver."""
+    result = run_case(workdir, name, partition, precond, ordering, algorithm)
+    s = parse_summary(result.stdout)
+    s.update(solver_lines(result.stdout.splitlines()))
+    assert s["status"] == "converged" and s["relres"] <= EPS, s
+    assert s["algorithm"] == algorithm
+    return s
+
+
+@cache
+def serial_iccg(ordering: str, colors: int | None) -> dict:
+    """The serial ICCG of lecture 04 (course.problems.solve_ordered: course.solvers.ordering and
+    course.solvers.iccg, Numba kernels) on the matrix the program assembles on one rank: the
+    same box, model problem, Dirichlet rows and tolerance."""
+    box = mesh.box_mesh(*NEL, *SIZE)
+    exact, _ = assembly.fem3d_model_exact(box, FACE, COND, QVOL, QFLUX)
+    a, rhs = assembly.fem3d_assemble(box, COND, QVOL, "numba")
+    assembly.fem3d_face_flux(box, mesh.OPPOSITE_FACE[FACE], QFLUX, rhs, "numba")
+    fixed = np.zeros(box.n_node, dtype=bool)
+    fixed[box.face_nodes(FACE)] = True
+    assembly.dirichlet(a, rhs, fixed, np.where(fixed, exact(box.xyz), 0.0), "numba")
+    solved = solve_ordered(a, rhs, ordering, colors, lang="numba", tol=EPS)
+    assert solved["result"].converged
+    return {"iterations": solved["result"].iterations, "colors": solved["ordering"].colors,
+            "error": float(np.max(np.abs(solved["x"] - exact(box.xyz))))}
+
+
+# --- no lines 8-9: as before ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("partition", ["1", "2-metis", "4-blocks"])
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_without_lines_8_and_9_as_before(name, partition, workdir):
+    """A 7-line file is the diagonal (Jacobi) preconditioner, one halo exchange per iteration
+    (A p), the same output, character for character, as the explicit `diagonal 1` + `natural 0`."""
+    plain = run_case(workdir, name, partition)
+    lines = plain.stdout.splitlines()
+    assert_default_solver(lines, EPS)
+    explicit = run_case(workdir, name, partition, "diagonal 1", "natural 0")
+    assert explicit.stdout == plain.stdout
+    line_8_only = run_case(workdir, name, partition, "diagonal 1")
+    assert line_8_only.stdout == plain.stdout
+
+
+# --- one rank: the serial ICCG --------------------------------------------------------------------
+
+@pytest.mark.parametrize("ordering, colors", [("natural", None), ("cm-rcm", 3), ("mc", 3),
+                                              ("rcm", None)])
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_one_rank_is_the_serial_iccg(name, ordering, colors, workdir):
+    """On one rank the internal block is the whole matrix: bjacobi-ic0 is ICCG, the same ordering
+    (colors) and the same iterations (the same operations up to the order of the dot products'
+    sums; on this mesh the counts are equal)."""
+    s = summary(workdir, name, "1", "bjacobi-ic0 1", f"{ordering} {colors or 0}")
+    ref = serial_iccg(ordering, colors)
+    assert (s["precond"], s["sweeps"], s["ordering"]) == ("bjacobi-ic0", 1, ordering)
+    assert s["colors"] == (ref["colors"], ref["colors"])
+    assert s["iterations"] == ref["iterations"], (s["iterations"], ref["iterations"])
+    assert s["halo_exchanges_per_iteration"] == 1
+    assert s["error"] <= 1e-8 * max(1.0, abs(s["t_max_exact"]))
+
+
+# --- 2 and 4 ranks: the localized IC(0) and the additive Schwarz sweeps ---------------------------
+
+@pytest.mark.parametrize("partition", ["2-blocks", "2-metis", "4-blocks", "4-metis"])
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_sweeps_win_back_the_cut_couplings(name, partition, workdir):
+    """bjacobi-ic0 drops the couplings between the ranks: more iterations than on one rank.
+    asdd-ic0 K corrects with the residual of the whole local rows (K-1 halo exchanges in M^-1):
+    fewer iterations than bjacobi-ic0 on the same partition, K exchanges per pcg iteration."""
+    one = summary(workdir, name, "1", "bjacobi-ic0 1")
+    block = summary(workdir, name, partition, "bjacobi-ic0 1")
+    assert block["iterations"] > one["iterations"], (block["iterations"], one["iterations"])
+    assert block["halo_exchanges_per_iteration"] == 1
+    assert block["colors"] == (1, 1)
+    for k in (2, 3):
+        asdd = summary(workdir, name, partition, f"asdd-ic0 {k}")
+        assert (asdd["precond"], asdd["sweeps"], asdd["ordering"]) == ("asdd-ic0", k, "natural")
+        assert asdd["iterations"] < block["iterations"], (k, asdd["iterations"],
+                                                          block["iterations"])
+        assert asdd["halo_exchanges_per_iteration"] == k
+        assert asdd["reductions_per_iteration"] == 2
+        assert asdd["t_max"] == pytest.approx(block["t_max"], rel=1e-9)
+
+
+@pytest.mark.parametrize("partition", ["2-metis", "4-blocks"])
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_asdd_one_sweep_is_bjacobi(name, partition, workdir):
+    """asdd-ic0 1 makes no sweep after z = B r: bjacobi-ic0 exactly, with a colored ordering too;
+    the colors MIN..MAX are those of the ranks' blocks."""
+    one_sweep = summary(workdir, name, partition, "asdd-ic0 1", "cm-rcm 3")
+    block = summary(workdir, name, partition, "bjacobi-ic0 1", "cm-rcm 3")
+    assert one_sweep["iterations"] == block["iterations"]
+    assert one_sweep["relres"] == block["relres"]
+    assert one_sweep["halo_exchanges_per_iteration"] == block["halo_exchanges_per_iteration"] == 1
+    low, high = block["colors"]
+    assert 3 <= low <= high, block["colors"]
+
+
+# every variant applies M^-1 once per iteration and A once (pcg: M^-1 r and A p;
+# chronopoulos-gear: M^-1 r and A u; gropp: M^-1 s and A u; pipelined: M^-1 w and A m): the K-1
+# exchanges of asdd-ic0 K plus the one of A, K in every variant
+@pytest.mark.parametrize("partition, precond, ordering", [("2-metis", "asdd-ic0 2", "natural 0"),
+                                                         ("4-blocks", "asdd-ic0 3", "cm-rcm 3")])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_every_variant_takes_the_preconditioner(name, algorithm, partition, precond, ordering,
+                                                workdir):
+    s = summary(workdir, name, partition, precond, ordering, algorithm)
+    pcg = summary(workdir, name, partition, precond, ordering, "pcg")
+    k = int(precond.split()[1])
+    assert s["halo_exchanges_per_iteration"] == k
+    assert s["reductions_per_iteration"] == PROMISED[algorithm]
+    assert (s["precond"], s["sweeps"]) == ("asdd-ic0", k)
+    assert abs(s["iterations"] - pcg["iterations"]) <= 3, (s["iterations"], pcg["iterations"])
+    assert s["true_relres"] <= 10 * EPS
+    assert s["t_max"] == pytest.approx(pcg["t_max"], rel=1e-9)
+    scale = max(1.0, abs(s["t_max_exact"]))
+    assert s["error"] <= 1e-8 * scale
+    assert abs(s["error"] - pcg["error"]) <= 1e-9 * scale, (s["error"], pcg["error"])
+
+
+# --- bad lines 8 and 9 ----------------------------------------------------------------------------
+
+# id -> (partition, line 8, line 9, line number of the message, texts in the message)
+BAD_LINES = {
+    "unknown-precond": ("2-blocks", "ilu0 1", None, 8, ("unknown preconditioner 'ilu0'",)),
+    "sweeps-zero": ("2-metis", "asdd-ic0 0", None, 8, ("SWEEPS", "0")),
+    "sweeps-with-bjacobi": ("2-blocks", "bjacobi-ic0 2", None, 8,
+                            ("sweeps are for asdd-ic0",)),
+    "sweeps-with-diagonal": ("1", "diagonal 3", None, 8, ("sweeps are for asdd-ic0",)),
+    "sweeps-missing": ("1", "asdd-ic0", None, 8, ("SWEEPS",)),
+    "unknown-ordering": ("2-blocks", "asdd-ic0 2", "metis 0", 9, ("unknown ordering 'metis'",)),
+    "mc-colors-zero": ("4-blocks", "bjacobi-ic0 1", "mc 0", 9, ("COLORS", "0", "mc")),
+    "cm-rcm-colors-one": ("2-blocks", "asdd-ic0 2", "cm-rcm 1", 9, ("COLORS", "1", "cm-rcm")),
+    "natural-with-colors": ("2-blocks", "asdd-ic0 2", "natural 4", 9, ("COLORS", "4")),
+    "ordering-with-diagonal": ("2-metis", "diagonal 1", "rcm 0", 9,
+                               ("the ordering is for the IC(0) preconditioners",)),
+    # blocks 2 x 2 x 1 of 9 x 8 x 7 nodes: ranks 0 and 2 own 112 nodes, 1 and 3 own 140; the
+    # lowest failing rank speaks
+    "colors-exceed-internal-nodes": ("4-blocks", "asdd-ic0 2", "mc 113", 9,
+                                     ("colors 113 exceed the 112 internal nodes of rank 0",)),
+}
+
+
+@pytest.mark.parametrize("case_id", list(BAD_LINES))
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_bad_lines_8_and_9(name, case_id, workdir):
+    """One line from one rank, naming the file and the line, exit status 2, nothing printed."""
+    partition, precond, ordering, line, texts = BAD_LINES[case_id]
+    path = workdir / f"bad-{name}-{case_id}.dat"
+    path.write_text(input_text(partition, precond, ordering))
+    result = mpiexec(RANKS[partition], name, path.name, cwd=workdir)
+    assert_one_error(result, name, f"{name}: {path.name}:{line}: ", *texts)
+    assert result.stdout == ""
+
+
+# --- the MPI thread level -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_thread_level_is_at_least_funneled(name, workdir):
+    """MPI_Init_thread asks for FUNNELED; the library provides it or more (else the program stops
+    with status 2): the last line of the summary says which."""
+    result = run_case(workdir, name, "2-blocks", "asdd-ic0 2")
+    last = result.stdout.splitlines()[SUMMARY_LINES - 1]
+    assert last in {f"  MPI thread level asked FUNNELED, provided {level}"
+                    for level in ("FUNNELED", "SERIALIZED", "MULTIPLE")}, last
