@@ -16,10 +16,14 @@ exchanges per iteration, counted by the solver, in each of the four CG variants,
 pcg's solution; bad lines 8-9 give one error line and exit status 2 on every rank; the MPI thread
 level is at least FUNNELED.
 
+The same runs through `python -m course solve fem3d --parallel` (course.parallel.precond, the
+reference) take the same iterations (within 1), colors and counted exchanges.
+
 Every mpiexec call has a timeout (the helpers of test_halo_programs)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from functools import cache
 from pathlib import Path
@@ -27,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_course
+from conftest import PYTHON, ROOT, run, run_course
 from course.fem import assembly, mesh
 from course.problems import solve_ordered
 from test_fem3d_programs import parse_summary
@@ -255,3 +259,39 @@ def test_thread_level_is_at_least_funneled(name, workdir):
     last = result.stdout.splitlines()[SUMMARY_LINES - 1]
     assert last in {f"  MPI thread level asked FUNNELED, provided {level}"
                     for level in ("FUNNELED", "SERIALIZED", "MULTIPLE")}, last
+
+
+# --- Python: the same preconditioners through `python -m course solve fem3d --parallel` ---------
+
+PYTHON_PARTITION = {"2-blocks": ("--partition", "blocks", "--px", "2", "--py", "1", "--pz", "1"),
+                    "4-metis": ("--partition", "metis")}
+
+
+@cache
+def python_summary(partition: str, precond: str, sweeps: int, ordering: str, colors: int):
+    words = ["--ordering", ordering] + (["--colors", str(colors)] if colors else [])
+    result = run(["mpiexec", "-n", RANKS[partition], PYTHON, "-m", "course", "solve", "fem3d",
+                  "--nx", NEL[0], "--ny", NEL[1], "--nz", NEL[2], "--dx", SIZE[0], "--dy",
+                  SIZE[1], "--dz", SIZE[2], "--cond", COND, "--qvol", QVOL, "--qflux", QFLUX,
+                  "--fixed-face", FACE, "--tol", EPS, "--lang", "c", "--parallel",
+                  *PYTHON_PARTITION[partition], "--precond", precond, *words, "--json"]
+                 + (["--asdd-sweeps", str(sweeps)] if precond == "asdd-ic0" else []),
+                 timeout=200, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("partition, precond, sweeps, ordering, colors", [
+    ("2-blocks", "bjacobi-ic0", 1, "natural", 0), ("2-blocks", "asdd-ic0", 3, "cm-rcm", 3),
+    ("4-metis", "asdd-ic0", 2, "mc", 3)])
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_python_agrees(name, partition, precond, sweeps, ordering, colors, workdir):
+    """The programs and course.parallel.precond (the reference) take the same iterations (within
+    1), colors and counted exchanges; METIS's parts are the same (course partition's files and
+    the Python solve's rule both cut the node graph)."""
+    s = summary(workdir, name, partition, f"{precond} {sweeps}", f"{ordering} {colors}")
+    py = python_summary(partition, precond, sweeps, ordering, colors)
+    assert abs(s["iterations"] - py["iterations"]) <= 1, (s["iterations"], py["iterations"])
+    assert s["colors"] == (min(py["colors_per_rank"]), max(py["colors_per_rank"]))
+    assert s["halo_exchanges_per_iteration"] == py["halo_exchanges_per_iteration"] == sweeps
+    assert max(s["error"], py["error_max"]) <= 1e-8 * max(1.0, abs(s["t_max_exact"]))
