@@ -15,20 +15,17 @@ from flat MPI (C x 1) to one rank with all threads (1 x C), solves the Poisson p
   traffic of one iteration: bytes_per_iteration) that the iterations reach.
 
 Layouts with R T above the cores are run and flagged (oversubscribed: their timings say little).
-The ranks are bound with Open MPI's --map-by slot:PE=T and the threads with OMP_PLACES=cores.
+The ranks are bound with Open MPI's --map-by slot:PE=T and the threads with OMP_PLACES=cores
+(course.parallel.mpi_job.course_solve).
 Benchmarks, never tests.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 from tqdm.auto import tqdm
 
 from .. import timing, toolchain
+from ..parallel.mpi_job import course_solve
 
 PRECONDITIONERS = (("diagonal", 1), ("bjacobi-ic0", 1), ("asdd-ic0", 2))
 COLORS = 10                      # CM-RCM colors requested for threaded substitutions
@@ -64,43 +61,24 @@ def bytes_per_iteration(n: int, nnz: int, precond: str, sweeps: int) -> int:
     return spmv + 15 * 8 * n + m
 
 
-def launch(ranks: int, threads: int, cores: int) -> tuple[list[str], dict]:
-    """The mpiexec words and environment of a layout (bound where it fits on the cores)."""
-    env = {**toolchain.mpi_env(), "OMP_NUM_THREADS": str(threads), "OMP_PLACES": "cores",
-           "OMP_PROC_BIND": "close"}
-    words = ["mpiexec", "-n", str(ranks)]
-    if toolchain.mpi_family(toolchain.mpi4py_library()[1]) == "Open MPI":
-        words += ["--map-by", f"slot:PE={threads}", "--bind-to", "core"] \
-            if ranks * threads <= cores else ["--bind-to", "none"]
-    return words, env
+def launch_options(ranks: int, threads: int, cores: int) -> list[str]:
+    """mpiexec's options of a layout: bound where it fits on the cores (Open MPI's words)."""
+    if toolchain.mpi_family(toolchain.mpi4py_library()[1]) != "Open MPI":
+        return []
+    return ["--map-by", f"slot:PE={threads}", "--bind-to", "core"] \
+        if ranks * threads <= cores else ["--bind-to", "none"]
 
 
 def run_layout(n: int, ranks: int, threads: int, precond: str, sweeps: int, lang: str,
                cores: int, repeat: int, timeout: float = 600) -> dict:
     """The fastest of `repeat` solves of one layout and preconditioner."""
-    words, env = launch(ranks, threads, cores)
-    ordering = ["--ordering", "cm-rcm", "--colors", str(COLORS)] \
+    ordering = ["--ordering", "cm-rcm", "--colors", COLORS] \
         if threads > 1 and precond != "diagonal" else []
-    cmd = words + [sys.executable, "-m", "course", "solve", "poisson", "--nx", str(n), "--ny",
-                   str(n), "--nz", str(n), "--parallel", "--lang", lang, "--threads",
-                   str(threads), "--precond", precond, "--json", *ordering] \
-        + (["--asdd-sweeps", str(sweeps)] if precond == "asdd-ic0" else [])
-    best = None
-    for _ in range(repeat):
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  env={**os.environ, **env})
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(f"bench hybrid: {ranks}x{threads} {precond} did not finish in "
-                               f"{timeout:.0f} s") from None
-        if done.returncode != 0:
-            tail = "\n".join(done.stderr.strip().splitlines()[-5:])
-            raise RuntimeError(f"bench hybrid: {ranks}x{threads} {precond} failed "
-                               f"(exit {done.returncode})\n{tail}")
-        out = json.loads(done.stdout.strip().splitlines()[-1])
-        if best is None or out["seconds"]["solve"] < best["seconds"]["solve"]:
-            best = out
-    return best
+    args = ["poisson", "--nx", n, "--ny", n, "--nz", n, "--lang", lang, "--precond", precond,
+            *ordering] + (["--asdd-sweeps", sweeps] if precond == "asdd-ic0" else [])
+    options = launch_options(ranks, threads, cores)
+    runs = [course_solve(ranks, args, threads, options, timeout) for _ in range(repeat)]
+    return min(runs, key=lambda out: out["seconds"]["solve"])
 
 
 def summarise_run(out: dict, n: int, ranks: int, threads: int, cores: int,

@@ -92,6 +92,30 @@ def run_watched(python_args: list, ranks: int, timeout: float, step_timeout: flo
     return Job(events, "".join(output), process.returncode, stopped)
 
 
+def course_solve(ranks: int, args: list, threads: int = 1, mpiexec_options: list = (),
+                 timeout: float = 600) -> dict:
+    """`mpiexec -n ranks python -m course solve ARGS --parallel --json` with `threads` OpenMP
+    threads per rank: rank 0's summary, or RuntimeError with the end of the job's error output
+    (a failed run, or one stopped after `timeout` seconds with every process it started)."""
+    env = {"OMP_NUM_THREADS": str(threads), "OMP_PLACES": "cores", "OMP_PROC_BIND": "close"}
+    words = [*map(str, args), "--parallel", "--threads", str(threads), "--json"]
+    command = [shutil.which("mpiexec") or "mpiexec", "-n", str(ranks), *mpiexec_options,
+               sys.executable, "-m", "course", "solve", *words]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**mpi_environment(), **env}, start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(process)
+        raise RuntimeError(f"{ranks} ranks x {threads} threads: course solve "
+                           f"{' '.join(words)} did not finish in {timeout:.0f} s") from None
+    if process.returncode != 0:
+        tail = "\n".join(err.strip().splitlines()[-5:])
+        raise RuntimeError(f"{ranks} ranks x {threads} threads: course solve {' '.join(words)} "
+                           f"failed (exit {process.returncode})\n{tail}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def _read_lines(stream, lines: queue.Queue) -> None:
     for line in stream:
         lines.put(line)
