@@ -1,10 +1,12 @@
 """Lecture 05_halo, compiled side: the MPI programs fem3d_mpi_c and fem3d_mpi_f under mpiexec with 1
 to 4 ranks (more ranks than cores: oversubscribed) and even and uneven blocks, against the serial
 fem3d_c on the same input (iterations +-1, the same unknowns and nonzeros, max T to 1e-10, the
-partition line, and the two lines on the solver: cg_variant_mpi of 06_pipecg, pcg with blocking
-reductions when the command line names no variant), their .pvtu output (every element in exactly
-one piece, the serial temperatures at every point of every piece) and their errors (exit status 2,
-exactly one line on stderr from the program, never a hang or a crash).
+partition line, and the four lines on the solver: cg_variant_mpi of 06_pipecg, pcg with blocking
+reductions when the command line names no variant, the diagonal preconditioner of 08_hybrid when
+the input has no line 8 with one halo exchange per iteration, the MPI thread level), their .pvtu
+output (every element in exactly one piece, the serial temperatures at every point of every
+piece) and their errors (exit status 2, exactly one line on stderr from the program, never a hang
+or a crash).
 
 Every mpiexec call has a timeout (and MPIEXEC_TIMEOUT, so that mpiexec itself kills a deadlocked
 job), so that a deadlock fails the test instead of hanging the run."""
@@ -99,33 +101,50 @@ PARTITION_LINE = re.compile(
     r"ranks (\d+) \((\d+) x (\d+) x (\d+) blocks\), internal nodes per rank min (\d+) max (\d+), "
     r"neighbours max (\d+), external nodes total (\d+), bytes per exchange (\d+)")
 
-# The summary: fem3d's five lines, the partition (line 6), then the two lines on the solver
-SUMMARY_LINES = 8
+# The summary: fem3d's five lines, the partition (line 6), then the four lines on the solver: the
+# variant, the true residual, the preconditioner (08_hybrid), the MPI thread level
+SUMMARY_LINES = 10
 VARIANT_LINE = re.compile(r"^  algorithm (\S+) \((blocking|iallreduce)\), reductions per iteration "
                           r"(-?\d+)$")
 TRUE_LINE = re.compile(r"^  true relative residual (\S+) \(\|\|b - A x\|\| / \|\|b\|\|, "
                        r"recomputed\)$")
+PRECOND_LINE = re.compile(r"^  preconditioner (\S+), sweeps (\d+), ordering (\S+), colors "
+                          r"(\d+)\.\.(\d+), halo exchanges per iteration (-?\d+) \(counted\)$")
+THREAD_LINE = re.compile(r"^  MPI thread level asked FUNNELED, provided (\S+)$")
 
 
 def solver_lines(lines: list[str]) -> dict:
-    """The two lines on the solver (lines 7 and 8 of the summary): algorithm, reductions, the
-    reductions counted per iteration, the true relative residual."""
+    """The four lines on the solver (lines 7 to 10 of the summary): algorithm, reductions, the
+    reductions counted per iteration, the true relative residual, the preconditioner with its
+    sweeps, ordering, colors (fewest, most over the ranks) and the halo exchanges counted per
+    iteration, the MPI thread level provided."""
     assert len(lines) >= SUMMARY_LINES, lines
     m = VARIANT_LINE.match(lines[6])
     assert m, lines[6]
     t = TRUE_LINE.match(lines[7])
     assert t, lines[7]
+    p = PRECOND_LINE.match(lines[8])
+    assert p, lines[8]
+    level = THREAD_LINE.match(lines[9])
+    assert level, lines[9]
     return {"algorithm": m[1], "reductions": m[2], "reductions_per_iteration": int(m[3]),
-            "true_relres": float(t[1])}
+            "true_relres": float(t[1]), "precond": p[1], "sweeps": int(p[2]), "ordering": p[3],
+            "colors": (int(p[4]), int(p[5])), "halo_exchanges_per_iteration": int(p[6]),
+            "thread_level": level[1]}
 
 
 def assert_default_solver(lines: list[str], eps: float = 1e-10) -> None:
     """No variant word: pcg with blocking reductions, 2 counted per iteration, and a true
-    residual that did not drift from the recursive one."""
+    residual that did not drift from the recursive one; no line 8 in the input: the diagonal
+    preconditioner (natural, one color, the one halo exchange of A p per iteration); at least
+    MPI_THREAD_FUNNELED."""
     s = solver_lines(lines)
     assert (s["algorithm"], s["reductions"], s["reductions_per_iteration"]) == \
         ("pcg", "blocking", 2), lines[6]
     assert s["true_relres"] <= 10 * eps, lines[7]
+    assert lines[8] == "  preconditioner diagonal, sweeps 1, ordering natural, colors 1..1, halo " \
+                       "exchanges per iteration 1 (counted)", lines[8]
+    assert s["thread_level"] in ("FUNNELED", "SERIALIZED", "MULTIPLE"), lines[9]
 
 
 # --- the same answers as the serial program -------------------------------------------------------
@@ -159,7 +178,7 @@ def test_matches_the_serial_program(name, fem3d_c, tmp_path, case):
     assert result.returncode == 0, result.stdout + result.stderr
     assert not [line for line in result.stderr.splitlines() if line.startswith(name)]
 
-    lines = result.stdout.splitlines()                 # rank 0 alone prints: 8 lines, once
+    lines = result.stdout.splitlines()                 # rank 0 alone prints: 10 lines, once
     assert len(lines) == SUMMARY_LINES, lines
     assert lines[0].startswith(f"fem3d_mpi ({LABELS[name]}): "), lines[0]
     assert_serial_answer(result.stdout, parse_summary(serial.stdout))

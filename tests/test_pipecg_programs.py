@@ -89,7 +89,9 @@ def summary(workdir: Path, name: str, ranks: int, algorithm: str, reductions: st
     s, solver = parse_summary(result.stdout), solver_lines(lines)
     assert (solver["algorithm"], solver["reductions"]) == (algorithm, reductions)
     s["reductions_per_iteration"] = solver["reductions_per_iteration"]
+    s["halo_exchanges_per_iteration"] = solver["halo_exchanges_per_iteration"]
     s["true_relres"] = solver["true_relres"]
+    assert (solver["precond"], solver["sweeps"]) == ("diagonal", 1)     # no line 8 in the input
     return s
 
 
@@ -130,6 +132,7 @@ def test_variant_converges_to_pcg_solution(name, case, workdir):
     assert s["status"] == "converged" and s["relres"] <= EPS
     assert s["true_relres"] <= 10 * EPS                   # the recursive residual did not drift
     assert s["reductions_per_iteration"] == PROMISED[algorithm]
+    assert s["halo_exchanges_per_iteration"] == 1         # A v once; Jacobi exchanges nothing
     pcg = summary(workdir, name, ranks, "pcg", "blocking")
     assert abs(s["iterations"] - pcg["iterations"]) <= 3, (s["iterations"], pcg["iterations"])
     assert (s["unknowns"], s["nnz"]) == (pcg["unknowns"], pcg["nnz"])
