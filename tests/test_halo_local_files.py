@@ -4,7 +4,8 @@ course.parallel.local.write_local (the files of `python -m course partition`) fo
 map: METIS, blocks, a random map, and a valid file whose local numbering is not the writer's.
 
 Against the serial fem3d_c on the same input (iterations +-1, max T to 1e-10, the partition line
-equal to course.parallel.partition.quality of the map, the two lines on the solver: pcg, blocking),
+equal to course.parallel.partition.quality of the map, the lines on the solver: pcg, blocking,
+diagonal),
 against the same program with line 7 `PX PY PZ` (blocks as files: the very same summary), the
 .pvtu output from files, and bad files:
 exit status 2, exactly one line from the program (from the lowest rank whose file is bad), never a
@@ -111,7 +112,7 @@ def serial_summary(fem3d_c, tmp_path: Path, nel: str, face: str, *output) -> dic
 
 def partition_line(stdout: str) -> tuple[str, list[int]]:
     """(what the parenthesis says, the numbers) of the partition line (the summary's sixth, before
-    the two lines on the solver)."""
+    the four lines on the solver)."""
     lines = stdout.splitlines()
     assert len(lines) == SUMMARY_LINES, lines
     m = PARTITION_LINE.search(lines[5])

@@ -14,6 +14,15 @@
 !   local PREFIX    any partition (METIS's, say): rank r reads its local data from the file
 !                   PREFIX.r (local_data.f90), which `python -m course partition` writes.
 !
+! and two optional lines after it (lecture 08_hybrid: the preconditioner; a file without them, or
+! with blank lines there, runs with diagonal, as before):
+!
+!   PRECOND SWEEPS  diagonal 1 | bjacobi-ic0 1 | asdd-ic0 K   (K >= 1 additive Schwarz sweeps)
+!   ORDERING COLORS natural 0 | cm 0 | rcm 0 | mc K | cm-rcm K (K >= 2; absent: natural 0): the
+!                   ordering of each rank's internal block for IC(0) (lecture 04_iccg); diagonal
+!                   takes natural 0 only, and no rank may have fewer internal nodes than colors
+!                   (08_hybrid/precond_mpi.f90).
+!
 ! Every rank has its own local data, and nothing global: the nodes it owns (internal), the elements
 ! that touch them (for blocks: the block plus one layer of elements where a neighbour lies), the
 ! other nodes of those elements (external, owned by a neighbour), and the tables of the halo
@@ -23,12 +32,15 @@
 ! chronopoulos-gear, gropp or pipelined: lecture 06_pipecg), blocking (MPI_Allreduce) or
 ! iallreduce (MPI_Iallreduce + MPI_Wait), and replace=N (residual replacement every N iterations,
 ! N > 0), in any order after INPUT, choose the variant; a missing one is pcg, blocking, or no
-! replacement. Rank 0 prints fem3d's summary (global numbers), a line on the partition, and two
-! lines on the solver: the algorithm, the reductions, the global sums counted per iteration, and
-! the true relative residual ||b - A x|| / ||b||. Any other word after INPUT that does not end in
-! .pvtu is an error. With OUTPUT.pvtu every rank writes its piece STEM_r.vtu and rank 0 the
-! parallel file that lists them (ParaView). Exit status: 0 converged, 1 not converged (or out of
-! memory), 2 bad input, local data or output file; always the same on every rank.
+! replacement. Rank 0 prints fem3d's summary (global numbers), a line on the partition, and four
+! lines on the solver: the algorithm, the reductions, the global sums counted per iteration; the
+! true relative residual ||b - A x|| / ||b||; the preconditioner, its sweeps, ordering, the fewest
+! and most colors over the ranks and the halo exchanges counted per iteration; the MPI thread
+! level (the program asks for MPI_THREAD_FUNNELED and stops with status 2 if the library provides
+! less). Any other word after INPUT that does not end in .pvtu is an error. With OUTPUT.pvtu every
+! rank writes its piece STEM_r.vtu and rank 0 the parallel file that lists them (ParaView). Exit
+! status: 0 converged, 1 not converged (or out of memory), 2 bad input (an IC(0) breakdown
+! included), local data, output file or MPI thread level; always the same on every rank.
 
 ! Ending MPI on every path out of the program, the input reader's `stop 2` included (a module
 ! procedure: a pointer to an internal procedure of the program would need gfortran's trampolines,
@@ -53,15 +65,21 @@ end module fem3d_mpi_exit
 program fem3d_mpi
     use, intrinsic :: iso_fortran_env, only: error_unit, output_unit, int64
     use, intrinsic :: iso_c_binding, only: c_int, c_double
-    use mpi_f08, only: MPI_Comm, MPI_COMM_WORLD, MPI_Init, MPI_Comm_rank, MPI_Comm_size, &
+    use mpi_f08, only: MPI_Comm, MPI_COMM_WORLD, MPI_Init_thread, MPI_Comm_rank, MPI_Comm_size, &
                        MPI_Allreduce, MPI_Bcast, MPI_INTEGER, MPI_DOUBLE_PRECISION, MPI_SUM, &
-                       MPI_MIN, MPI_MAX
+                       MPI_MIN, MPI_MAX, MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, &
+                       MPI_THREAD_SERIALIZED
     use course_fem3d, only: fem3d_assemble, fem3d_face_flux
     use course_crs, only: crs_dirichlet
     use course_halo, only: halo_exchange
     use course_cg_mpi, only: cg_variant_mpi, cg_algorithm_name, cg_algorithm_from_name, CG_PCG
     use course_input, only: input_file, input_open, input_close, input_line, input_parse_ints, &
-                            input_require_positive, input_fail, input_quiet, input_before_exit
+                            input_require_positive, input_fail, input_quiet, input_before_exit, &
+                            read_line, max_line
+    use course_precond_mpi, only: precond_mpi, precond_name, precond_from_name, precond_setup, &
+                                  precond_free, PRECOND_DIAGONAL, PRECOND_ASDD_IC0, &
+                                  PRECOND_OUT_OF_MEMORY, PRECOND_TOO_MANY_COLORS, &
+                                  PRECOND_BREAKDOWN
     use course_fem3d_problem, only: fem3d_problem, FACES, fem3d_read_problem, axis_of, opposite, &
                                     face_index, exact_at
     use course_local_data, only: local_data, read_local_data, check_local_tables, check_local_halo
@@ -72,6 +90,8 @@ program fem3d_mpi
     character(len=*), parameter :: PROG = 'fem3d_mpi_f'
     character(len=1), parameter :: AXES(3) = ['x', 'y', 'z']
     character(len=2), parameter :: PARTS_NAME(3) = ['PX', 'PY', 'PZ']
+    ! what separates the words of line 7 `local PREFIX` and the first word of lines 8 and 9
+    character(len=*), parameter :: BLANKS = ' ' // achar(9) // achar(13) // achar(10)
     ! the corners of an element (i, j, k): the bottom face counter-clockwise, then the top face
     integer, parameter :: CORNER(3, 8) = reshape([0, 0, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, &
                                                   0, 0, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1], [3, 8])
@@ -79,9 +99,18 @@ program fem3d_mpi
     ! slot = 1 + (dx+1) + 3 (dy+1) + 9 (dz+1); slot 14 is this block itself.
     integer, parameter :: OWN_SLOT = 14
 
-    type, extends(fem3d_problem) :: problem     ! fem3d's six lines, and line 7
+    ! 08_hybrid: the orderings of line 9 (C's ORDERINGS), the MPI thread levels by name
+    character(len=*), parameter :: ORDERINGS(0:4) = [character(len=7) :: 'natural', 'cm', &
+                                                     'rcm', 'mc', 'cm-rcm']
+    character(len=*), parameter :: THREAD_LEVELS(0:3) = [character(len=10) :: 'SINGLE', &
+                                                         'FUNNELED', 'SERIALIZED', 'MULTIPLE']
+
+    type, extends(fem3d_problem) :: problem     ! fem3d's six lines, line 7, lines 8 and 9
         integer :: parts(3) = 0     ! PX PY PZ (blocks)
         character(len=:), allocatable :: prefix     ! PREFIX (local data files), else unallocated
+        integer(c_int) :: precond = PRECOND_DIAGONAL, sweeps = 1    ! line 8 (absent: diagonal 1)
+        integer(c_int) :: ordering = 0, colors = 0  ! line 9: ORDERINGS(ordering) COLORS
+        character(len=:), allocatable :: path       ! the input file, for the messages on 8, 9
     end type problem
 
     type(MPI_Comm) :: comm
@@ -95,6 +124,11 @@ program fem3d_mpi
     character(len=*), parameter :: REPLACE_WORD = 'replace='
     integer(c_int) :: algorithm = CG_PCG, nonblocking = 0, replace_every = 0, per_iteration = 0
     real(c_double) :: true_relres = 0.0_c_double
+    ! 08_hybrid: the preconditioner of lines 8 and 9, the halo exchanges it and A v make per
+    ! iteration (counted), the MPI thread level that MPI_Init_thread provided
+    type(precond_mpi) :: precond
+    integer(c_int) :: exchanges_per_iteration = 0
+    integer :: thread_level
 
     ! this rank's local data: its nodes, elements and halo tables (see local_data.f90, halo.f90)
     type(local_data) :: local
@@ -115,10 +149,16 @@ program fem3d_mpi
     integer :: exit_status
     character(len=:), allocatable :: name, message      ! this rank's local data, for messages
 
-    call MPI_Init()
+    ! MPI calls from the master thread only (08_hybrid): MPI_THREAD_FUNNELED at least
+    call MPI_Init_thread(MPI_THREAD_FUNNELED, thread_level)
     comm = MPI_COMM_WORLD
     call MPI_Comm_rank(comm, rank)
     call MPI_Comm_size(comm, n_ranks)
+    if (thread_level < MPI_THREAD_FUNNELED) then
+        if (rank == 0) write(error_unit, '(a)') PROG // ': the MPI library provides thread ' // &
+            'level ' // thread_level_name(thread_level) // ', this program needs FUNNELED'
+        call stop_all(2)
+    end if
     ! every rank reads the input and fails in the same way: one message (rank 0), and every rank
     ! finalizes MPI before it stops
     input_quiet = rank /= 0
@@ -159,11 +199,13 @@ program fem3d_mpi
     call fem3d_face_flux(n_quad, quads, xyz, p%qflux, rhs)
     call crs_dirichlet(local%n_local, fixed, g, row_ptr, col_idx, val, rhs)   ! g = 0: T = 0
     max_iter = iteration_limit()
+    call setup_precond()
     iters = cg_variant_mpi(algorithm, nonblocking, replace_every, local%n_internal, &
-                           local%n_local, row_ptr, col_idx, val, rhs, t, p%eps, max_iter, relres, &
-                           local%n_neighbours, local%neighbours, local%import_ptr, &
-                           local%import_index, local%export_ptr, local%export_index, comm, &
-                           per_iteration, true_relres)
+                           local%n_local, row_ptr, col_idx, val, precond, rhs, t, p%eps, &
+                           max_iter, relres, local%n_neighbours, local%neighbours, &
+                           local%import_ptr, local%import_index, local%export_ptr, &
+                           local%export_index, comm, per_iteration, exchanges_per_iteration, &
+                           true_relres)
     if (iters < 0) call out_of_memory()
 
     if (relres <= p%eps) then
@@ -178,6 +220,7 @@ program fem3d_mpi
     end if
     deallocate(node_ijk, xyz, quads, row_ptr, col_idx, fixed, val, rhs, q, g, t, send_buf, &
                recv_buf, name)
+    call precond_free(precond)
     if (allocated(output_path)) deallocate(output_path)
     call stop_all(exit_status)      ! (local's arrays: freed with it at the end of the program)
 
@@ -355,11 +398,96 @@ contains
         character(len=:), allocatable :: line
 
         call input_open(in, PROG, path)
+        pr%path = path
         call fem3d_read_problem(in, pr%fem3d_problem)
         call input_line(in, line, 'PX PY PZ (number of parts along x, y, z) or local PREFIX')
         if (.not. read_prefix(in, line, pr)) call read_parts(in, line, pr)
+        if (optional_line(in, line)) then
+            call read_precond(in, line, pr)
+            if (optional_line(in, line)) call read_ordering(in, line, pr)
+        end if
         call input_close(in)
     end function read_input
+
+    ! The next line into `line`, if the file has one with a word on it: .true., or .false. (the
+    ! line counts as absent) at the end of the file or on a blank line.
+    logical function optional_line(in, line)
+        type(input_file), intent(inout) :: in
+        character(len=:), allocatable, intent(out) :: line
+        integer :: ios
+
+        in%line = in%line + 1
+        call read_line(in%unit, line, ios, max_line)
+        optional_line = .false.
+        if (ios /= 0) return                      ! the end of the file (or a read error)
+        if (len(line) > max_line) &
+            call input_fail(in, 'line longer than ' // c_d(max_line) // ' characters')
+        optional_line = verify(line, BLANKS) /= 0
+    end function optional_line
+
+    ! The first word of `line` (at most 63 characters, as in C) and the position after it.
+    subroutine first_word(line, word, rest)
+        character(len=*), intent(in) :: line
+        character(len=:), allocatable, intent(out) :: word
+        integer, intent(out) :: rest
+        integer :: first, last
+
+        first = verify(line, BLANKS)
+        last = word_end(line, first)
+        word = line(first:min(last, first + 62))
+        rest = last + 1
+    end subroutine first_word
+
+    ! line 8: PRECOND SWEEPS
+    subroutine read_precond(in, line, pr)
+        type(input_file), intent(in) :: in
+        character(len=*), intent(in) :: line
+        type(problem), intent(inout) :: pr
+        character(len=:), allocatable :: word
+        integer :: rest, sweeps(1)
+
+        call first_word(line, word, rest)
+        pr%precond = precond_from_name(word)
+        if (pr%precond < 0) &
+            call input_fail(in, "unknown preconditioner '" // word // "': expected diagonal, " // &
+                                'bjacobi-ic0 or asdd-ic0 (PRECOND SWEEPS)')
+        call input_parse_ints(in, line(rest:), sweeps, 'SWEEPS: additive Schwarz sweeps')
+        pr%sweeps = sweeps(1)
+        if (pr%sweeps < 1) call input_fail(in, 'SWEEPS must be at least 1, got ' // c_d(pr%sweeps))
+        if (pr%sweeps /= 1 .and. pr%precond /= PRECOND_ASDD_IC0) &
+            call input_fail(in, 'SWEEPS = ' // c_d(pr%sweeps) // ' with ' // word // &
+                                ': sweeps are for asdd-ic0 (diagonal and bjacobi-ic0 take 1)')
+    end subroutine read_precond
+
+    ! line 9: ORDERING COLORS
+    subroutine read_ordering(in, line, pr)
+        type(input_file), intent(in) :: in
+        character(len=*), intent(in) :: line
+        type(problem), intent(inout) :: pr
+        character(len=:), allocatable :: word
+        integer :: rest, colors(1), k
+
+        call first_word(line, word, rest)
+        pr%ordering = -1
+        do k = 0, size(ORDERINGS) - 1
+            if (word == trim(ORDERINGS(k)) .and. len(word) == len_trim(ORDERINGS(k))) &
+                pr%ordering = k
+        end do
+        if (pr%ordering < 0) &
+            call input_fail(in, "unknown ordering '" // word // "': expected natural, cm, " // &
+                                'rcm, mc or cm-rcm (ORDERING COLORS)')
+        call input_parse_ints(in, line(rest:), colors, 'COLORS: the number of colors')
+        pr%colors = colors(1)
+        if (pr%ordering < 3 .and. pr%colors /= 0) &             ! natural, cm, rcm
+            call input_fail(in, 'COLORS = ' // c_d(pr%colors) // ' with ' // word // &
+                                ': natural, cm and rcm take 0')
+        if (pr%ordering >= 3 .and. pr%colors < 2) &             ! mc, cm-rcm
+            call input_fail(in, 'COLORS = ' // c_d(pr%colors) // ' with ' // word // &
+                                ': mc and cm-rcm take 2 or more')
+        if (pr%ordering /= 0 .and. pr%precond == PRECOND_DIAGONAL) &
+            call input_fail(in, 'ordering ' // word // ' with diagonal: the ordering is for ' // &
+                                'the IC(0) preconditioners (bjacobi-ic0, asdd-ic0)')
+    end subroutine read_ordering
 
     ! line 7 as PX PY PZ, which must make one block per rank, each with a node
     subroutine read_parts(in, line, pr)
@@ -392,7 +520,6 @@ contains
         type(input_file), intent(in) :: in
         character(len=*), intent(in) :: line
         type(problem), intent(inout) :: pr
-        character(len=*), parameter :: BLANKS = ' ' // achar(9) // achar(13) // achar(10)
         integer, parameter :: MAX_PREFIX = 1008        ! as in C: room for ".RANK" in 1024 bytes
         integer :: first, last
 
@@ -418,7 +545,6 @@ contains
     pure integer function word_end(line, first)
         character(len=*), intent(in) :: line
         integer, intent(in) :: first
-        character(len=*), parameter :: BLANKS = ' ' // achar(9) // achar(13) // achar(10)
 
         word_end = len(line)
         if (first < 1) return
@@ -804,6 +930,40 @@ contains
         end do
     end subroutine sort_by_global_number
 
+    ! --- the preconditioner (08_hybrid) ---------------------------------------------------------
+
+    ! precond_setup on the internal rows of every rank; the ranks agree on the outcome: an error
+    ! is one line from the lowest failing rank, and exit status 2 on every rank (too many colors,
+    ! an IC(0) breakdown), or 1 (out of memory)
+    subroutine setup_precond()
+        integer(c_int) :: status
+        integer :: exit_status
+        character(len=:), allocatable :: message
+
+        status = precond_setup(p%precond, p%sweeps, trim(ORDERINGS(p%ordering)), p%colors, &
+                               local%n_internal, local%n_local, row_ptr, col_idx, val, precond)
+        exit_status = 0
+        message = ''
+        if (status == PRECOND_OUT_OF_MEMORY) then
+            exit_status = 1
+            message = 'out of memory for NX NY NZ = ' // c_d(p%nel(1)) // ' ' // &
+                      c_d(p%nel(2)) // ' ' // c_d(p%nel(3))
+        else if (status == PRECOND_TOO_MANY_COLORS) then
+            exit_status = 2
+            message = p%path // ':9: colors ' // c_d(p%colors) // ' exceed the ' // &
+                      c_d(local%n_internal) // ' internal nodes of rank ' // c_d(rank)
+        else if (status <= PRECOND_BREAKDOWN) then       ! the node as C counts it, from 0
+            exit_status = 2
+            message = precond_name(p%precond) // ': IC(0) breaks down on rank ' // c_d(rank) // &
+                      ' at internal node ' // c_d(PRECOND_BREAKDOWN - status) // &
+                      ' (a pivot <= 0): the internal block is not positive definite'
+        else if (status /= 0) then
+            exit_status = 2
+            message = p%path // ':8: bad preconditioner choice'
+        end if
+        call agree(exit_status, message)
+    end subroutine setup_precond
+
     ! CG's iteration limit: 10 times the global number of unknowns, if it fits
     integer function iteration_limit()
         integer(int64) :: n
@@ -863,16 +1023,43 @@ contains
         deallocate(status_text)
     end subroutine print_summary
 
-    ! the two lines on the solver: the variant and its counted reductions, the true residual
-    ! (rank 0 prints)
+    ! the four lines on the solver: the variant and its counted reductions, the true residual,
+    ! the preconditioner (its colors: the fewest and the most over the ranks) with its counted halo
+    ! exchanges, the MPI thread level (every rank calls: the colors are reduced; rank 0 prints)
     subroutine print_variant()
+        integer :: fewest, most
+
+        call MPI_Allreduce(precond%ncolor, fewest, 1, MPI_INTEGER, MPI_MIN, comm)
+        call MPI_Allreduce(precond%ncolor, most, 1, MPI_INTEGER, MPI_MAX, comm)
         if (rank /= 0) return
         write(output_unit, '(a)') '  algorithm ' // cg_algorithm_name(algorithm) // ' (' // &
             trim(REDUCTION_NAMES(nonblocking)) // '), reductions per iteration ' // &
             c_d(per_iteration)
         write(output_unit, '(a)') '  true relative residual ' // c_e(true_relres, 3) // &
             ' (||b - A x|| / ||b||, recomputed)'
+        write(output_unit, '(a)') '  preconditioner ' // precond_name(precond%kind) // &
+            ', sweeps ' // c_d(precond%sweeps) // ', ordering ' // precond%ordering // &
+            ', colors ' // c_d(fewest) // '..' // c_d(most) // ', halo exchanges per ' // &
+            'iteration ' // c_d(exchanges_per_iteration) // ' (counted)'
+        write(output_unit, '(a)') '  MPI thread level asked FUNNELED, provided ' // &
+            thread_level_name(thread_level)
     end subroutine print_variant
+
+    ! the name of an MPI_THREAD_... level
+    function thread_level_name(level) result(name)
+        integer, intent(in) :: level
+        character(len=:), allocatable :: name
+
+        if (level == MPI_THREAD_SINGLE) then
+            name = trim(THREAD_LEVELS(0))
+        else if (level == MPI_THREAD_FUNNELED) then
+            name = trim(THREAD_LEVELS(1))
+        else if (level == MPI_THREAD_SERIALIZED) then
+            name = trim(THREAD_LEVELS(2))
+        else
+            name = trim(THREAD_LEVELS(3))
+        end if
+    end function thread_level_name
 
     ! how the nodes are shared: "2 x 2 x 1 blocks" or "local data PREFIX.*"
     function partition_name() result(text)

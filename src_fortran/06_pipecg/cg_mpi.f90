@@ -3,7 +3,8 @@
 ! course/solvers/krylov.py line by line, with the pieces of course/parallel/fem3d.py and
 ! course/parallel/reductions.py:
 !   A v     halo_exchange of v (its external entries) + crs_matvec over the internal rows
-!   M^-1 r  Jacobi: dinv * r, local
+!   M^-1 r  precond_apply of 08_hybrid/precond_mpi.f90: Jacobi (dinv * r, local), localized
+!           IC(0) (local) or additive Schwarz sweeps with IC(0) (K-1 halo exchanges in each)
 !   sums    the local dot_reduction of each dot product, then ONE global sum of all of them:
 !           MPI_Allreduce, or MPI_Iallreduce started early and MPI_Wait'ed for late, so that the
 !           work in between can hide it.
@@ -13,17 +14,19 @@
 !   gropp              (p, s) behind M^-1 s, (r, u), (r, r) behind A u: 2 reductions
 !   pipelined          (r, u), (w, u), (r, r) behind M^-1 w and A m: 1 reduction
 ! Every variant stops when the recursive residual has ||r|| <= tol ||b||; an iteration is one
-! update of x; the reductions started inside each iteration are counted.
+! update of x; the reductions started and the halo exchanges made inside each iteration are
+! counted (A v makes one; M^-1 r K-1 with asdd-ic0 K, none with the others).
 ! Indices are 1-based, the local data as in halo.f90.
 module course_cg_mpi
-    use, intrinsic :: iso_c_binding, only: c_int, c_double
+    use, intrinsic :: iso_c_binding, only: c_int, c_long, c_double
     use, intrinsic :: ieee_arithmetic, only: ieee_is_finite
     use mpi_f08, only: MPI_Comm, MPI_Request, MPI_Allreduce, MPI_Iallreduce, MPI_Wait, &
                        MPI_IN_PLACE, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_REQUEST_NULL, &
                        MPI_STATUS_IGNORE
     use course_crs, only: crs_matvec
     use course_cg, only: dot_reduction
-    use course_halo, only: halo_exchange, dot_mpi, failed_anywhere, jacobi_inverse_diagonal
+    use course_halo, only: halo_exchange, dot_mpi, failed_anywhere
+    use course_precond_mpi, only: precond_mpi, precond_apply
     implicit none
     private
     public :: cg_variant_mpi, cg_algorithm_name, cg_algorithm_from_name
@@ -64,24 +67,32 @@ end function cg_algorithm_from_name
 ! [cg_variant_mpi]
 ! Solves A x = b (A symmetric positive definite, distributed by rows: row_ptr, col_idx, val hold
 ! the n_internal internal rows, with columns among the n_local local nodes; b has n_internal
-! entries, x n_local; the halo tables are those of halo.f90) with the Jacobi-preconditioned CG
-! variant `algorithm`. nonblocking /= 0: every global sum is MPI_Iallreduce + MPI_Wait, else
-! MPI_Allreduce. replace_every N > 0: every N-th iteration the recursively updated vectors are
-! recomputed from x (residual replacement); 0: never. x: the initial guess in its internal entries
-! on entry, the solution there on exit (its external entries are scratch).
+! entries, x n_local; the halo tables are those of halo.f90) with the CG variant `algorithm`
+! preconditioned by `preconditioner` (08_hybrid/precond_mpi.f90: diagonal, bjacobi-ic0 or
+! asdd-ic0, set up by precond_setup on the same rows; each variant applies it where krylov.py
+! applies M^-1, the pipelined one to w; C calls this argument `precond`). nonblocking /= 0: every
+! global sum is MPI_Iallreduce + MPI_Wait, else MPI_Allreduce. replace_every N > 0: every N-th
+! iteration the recursively updated vectors are recomputed from x (residual replacement); 0:
+! never. x: the initial guess in its internal entries on entry, the solution there on exit (its
+! external entries are scratch).
 ! Returns the iterations (the same on every rank); relres the recursive ||r|| / ||b|| at the end,
 ! true_relres ||b - A x|| / ||b|| recomputed at the end, reductions_per_iteration the global sums
 ! started in each iteration, counted (0 if no iteration ran, -1 if two iterations counted
-! differently). Returns -1 on every rank if the work vectors cannot be allocated on some rank, -2
-! if `algorithm` is not one of the four.
+! differently), halo_exchanges_per_iteration the halo exchanges made in each iteration, counted
+! the same way (1 in A v, K-1 in M^-1 with asdd-ic0 K: K for every variant, 1 with diagonal; an
+! iteration with residual replacement makes more). Returns -1 on every rank if the work vectors
+! cannot be allocated on some rank, -2 if `algorithm` is not one of the four.
 function cg_variant_mpi(algorithm, nonblocking, replace_every, n_internal, n_local, row_ptr, &
-                        col_idx, val, b, x, tol, max_iter, relres, n_neighbours, neighbours, &
-                        import_ptr, import_index, export_ptr, export_index, comm, &
-                        reductions_per_iteration, true_relres) result(iter)
+                        col_idx, val, preconditioner, b, x, tol, max_iter, relres, n_neighbours, &
+                        neighbours, import_ptr, import_index, export_ptr, export_index, comm, &
+                        reductions_per_iteration, halo_exchanges_per_iteration, true_relres) &
+        result(iter)
     integer(c_int), intent(in) :: algorithm, nonblocking, replace_every
     integer(c_int), intent(in) :: n_internal, n_local
     integer(c_int), intent(in) :: row_ptr(n_internal + 1), col_idx(*)
-    real(c_double), intent(in) :: val(*), b(n_internal)
+    real(c_double), intent(in) :: val(*)
+    type(precond_mpi), intent(inout) :: preconditioner     ! M (its work vectors change)
+    real(c_double), intent(in) :: b(n_internal)
     real(c_double), intent(inout) :: x(n_local)
     real(c_double), intent(in) :: tol
     integer(c_int), intent(in) :: max_iter
@@ -91,11 +102,11 @@ function cg_variant_mpi(algorithm, nonblocking, replace_every, n_internal, n_loc
     integer(c_int), intent(in) :: import_ptr(n_neighbours + 1), import_index(*)
     integer(c_int), intent(in) :: export_ptr(n_neighbours + 1), export_index(*)
     type(MPI_Comm), intent(in) :: comm
-    integer(c_int), intent(out) :: reductions_per_iteration
+    integer(c_int), intent(out) :: reductions_per_iteration, halo_exchanges_per_iteration
     real(c_double), intent(out) :: true_relres
     integer(c_int) :: iter
     integer, parameter :: N_VECTORS = 9          ! the most a variant needs: pipelined
-    real(c_double), allocatable :: v(:, :), dinv(:)
+    real(c_double), allocatable :: v(:, :)
     real(c_double), allocatable, asynchronous :: send_buf(:), recv_buf(:)
     ! the global sums: the buffer MPI works on between MPI_Iallreduce and MPI_Wait
     real(c_double), asynchronous :: sums(3)
@@ -103,24 +114,30 @@ function cg_variant_mpi(algorithm, nonblocking, replace_every, n_internal, n_loc
     ! the bookkeeping every variant shares (krylov.py's _Run)
     real(c_double) :: bnorm
     integer :: n, iterations, reductions, count_at_start, per_iteration, alloc_stat
+    ! the halo exchanges, counted like the reductions (C: long)
+    integer(c_long) :: exchanges, exchanges_at_start
+    integer :: exchanges_per_iteration
 
     iter = -2
     relres = huge(relres)
     true_relres = huge(true_relres)
     reductions_per_iteration = 0
+    halo_exchanges_per_iteration = 0
     if (algorithm < 0 .or. algorithm >= CG_N_ALGORITHMS) return
     n = n_internal
     iter = -1
-    allocate(v(n_local, N_VECTORS), dinv(n), send_buf(export_ptr(n_neighbours + 1) - 1), &
+    allocate(v(n_local, N_VECTORS), send_buf(export_ptr(n_neighbours + 1) - 1), &
              recv_buf(import_ptr(n_neighbours + 1) - 1), stat=alloc_stat)
     if (failed_anywhere(alloc_stat, comm)) return        ! all ranks return together
-    call jacobi_inverse_diagonal(n, row_ptr, col_idx, val, dinv)
     bnorm = sqrt(dot_mpi(n, b, b, comm))
     if (bnorm <= 0.0_c_double) bnorm = 1.0_c_double     ! b = 0: measure the residual itself
     iterations = 0
     reductions = 0
     count_at_start = 0
     per_iteration = 0
+    exchanges = 0
+    exchanges_at_start = 0
+    exchanges_per_iteration = 0
     request = MPI_REQUEST_NULL
 
     select case (algorithm)
@@ -134,7 +151,10 @@ function cg_variant_mpi(algorithm, nonblocking, replace_every, n_internal, n_loc
         call pipelined(v(:, 1), v(:, 2), v(:, 3), v(:, 4), v(:, 5), v(:, 6), v(:, 7), v(:, 8), &
                        v(:, 9))
     end select
-    if (iterations > 0) reductions_per_iteration = per_iteration
+    if (iterations > 0) then
+        reductions_per_iteration = per_iteration
+        halo_exchanges_per_iteration = exchanges_per_iteration
+    end if
     call residual(x, v(:, 1))                            ! the true residual b - A x
     true_relres = sqrt(dot_mpi(n, v(:, 1), v(:, 1), comm)) / bnorm
     iter = iterations
@@ -150,15 +170,18 @@ contains
 
         call halo_exchange(n_neighbours, neighbours, import_ptr, import_index, export_ptr, &
                            export_index, vec, send_buf, recv_buf, comm)
+        exchanges = exchanges + 1
         call crs_matvec(n, row_ptr, col_idx, val, vec, out)
     end subroutine matvec
 
-    ! u = M^-1 r (Jacobi: no communication)
+    ! u = M^-1 r: u has n_local entries (asdd-ic0 exchanges its external ones)
     subroutine precond(r, u)
         real(c_double), intent(in) :: r(n_local)
         real(c_double), intent(inout) :: u(n_local)
 
-        u(1:n) = dinv * r(1:n)
+        call precond_apply(preconditioner, r, u, n_neighbours, neighbours, import_ptr, &
+                           import_index, export_ptr, export_index, send_buf, recv_buf, comm, &
+                           exchanges)
     end subroutine precond
 
     ! r = b - A xv
@@ -214,9 +237,10 @@ contains
         more = iterations < max_iter .and. ieee_is_finite(relres)
     end function more
 
-    ! The iterations start: the reductions from here on are counted per iteration.
+    ! The iterations start: the reductions and exchanges from here on are counted per iteration.
     subroutine begin()
         count_at_start = reductions
+        exchanges_at_start = exchanges
     end subroutine begin
 
     ! .true. in every replace_every-th iteration: recompute the recursive vectors from x
@@ -225,16 +249,27 @@ contains
         if (replace_now) replace_now = mod(iterations + 1, replace_every) == 0
     end function replace_now
 
-    ! An iteration ended: its reductions are counted, and must be as many as in every other.
+    ! An iteration ended: its reductions and halo exchanges are counted, and must be as many as in
+    ! every other.
     subroutine iteration_done()
-        if (iterations == 0) then
-            per_iteration = reductions - count_at_start
-        else if (reductions - count_at_start /= per_iteration) then
-            per_iteration = -1
-        end if
+        call tally(reductions - count_at_start, per_iteration)
+        call tally(int(exchanges - exchanges_at_start), exchanges_per_iteration)
         iterations = iterations + 1
         count_at_start = reductions
+        exchanges_at_start = exchanges
     end subroutine iteration_done
+
+    ! counted = the count of the first iteration; -1 once an iteration counts differently
+    subroutine tally(count, counted)
+        integer, intent(in) :: count
+        integer, intent(inout) :: counted
+
+        if (iterations == 0) then
+            counted = count
+        else if (count /= counted) then
+            counted = -1
+        end if
+    end subroutine tally
 
     ! ---- the four variants (the vectors have n_local entries; x is the caller's) ---------------
 
