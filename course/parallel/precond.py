@@ -59,6 +59,7 @@ def check_precond(name: str, sweeps: int | None = None, ordering_name: str = "na
     return sweeps
 
 
+# [internal_block]
 def internal_block(matrix) -> CRS:
     """A_ii: the entries of the internal rows of `matrix` (a course.parallel.fem3d.LocalMatrix)
     whose column is an internal node, in their order."""
@@ -68,6 +69,7 @@ def internal_block(matrix) -> CRS:
     row_ptr = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(np.bincount(rows[keep], minlength=n), out=row_ptr[1:])
     return CRS(row_ptr, matrix.col_idx[keep].copy(), matrix.val[keep].copy())
+# [internal_block]
 
 
 class Diagonal:
