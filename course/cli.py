@@ -113,7 +113,8 @@ def _solve_fem3d(args, problems) -> dict:
     if args.vtk is not None:
         check_output(args.vtk, "--vtk", _vtk_format)
     if args.manufactured:
-        given = [f"--{name.replace('_', '-')}" for name in ("qvol", "qflux", "fixed_face")
+        given = [f"--{name.replace('_', '-')}" for name in ("qvol", "qflux", "fixed_face",
+                                                             "source")
                  if getattr(args, name) is not None]
         if given:
             raise ValueError(f"{', '.join(given)} cannot be used with --manufactured (its source "
@@ -121,7 +122,7 @@ def _solve_fem3d(args, problems) -> dict:
     distributed = _distributed_args(args)
     if distributed is not None:
         return _solve_fem3d_parallel(args, distributed)
-    options = {name: getattr(args, name) for name in ("qvol", "qflux", "fixed_face")
+    options = {name: getattr(args, name) for name in ("qvol", "qflux", "fixed_face", "source")
                if getattr(args, name) is not None}
     result = problems.fem3d(args.nx, args.ny, args.nz, args.lang, manufactured=args.manufactured,
                             dx=args.dx, dy=args.dy, dz=args.dz, cond=args.cond, tol=args.tol,
@@ -165,7 +166,7 @@ def _solve_fem3d_parallel(args, distributed: dict) -> dict:
     caller prints from rank 0 only."""
     from .parallel.fem3d import fem3d_parallel
 
-    options = {name: getattr(args, name) for name in ("qvol", "qflux", "fixed_face")
+    options = {name: getattr(args, name) for name in ("qvol", "qflux", "fixed_face", "source")
                if getattr(args, name) is not None}
     result = fem3d_parallel(args.nx, args.ny, args.nz, lang=args.lang, dx=args.dx, dy=args.dy,
                             dz=args.dz, cond=args.cond, tol=args.tol,
@@ -309,7 +310,7 @@ def _solve_iccg(args, problems, values: dict | None = None) -> dict:
             getattr(args, name) is not None for name in ("dx", "dy", "dz")):
         raise ValueError("--precond ic0 solves the model problem on the unit cube: no "
                          "--manufactured, --vtk, --dx/--dy/--dz")
-    options = {name: getattr(args, name) for name in ("qvol", "qflux", "fixed_face")
+    options = {name: getattr(args, name) for name in ("qvol", "qflux", "fixed_face", "source")
                if getattr(args, name) is not None}
     return problems.fem3d_iccg(args.nx, args.ny, args.nz, **common, tol=args.tol, cond=args.cond,
                                **options)
@@ -552,6 +553,10 @@ def parser() -> argparse.ArgumentParser:
                          "and H1 errors")
     s3.add_argument("--cond", type=_positive_finite, default=1.0, help="conductivity")
     s3.add_argument("--qvol", type=_finite, help="volumetric heat source (default 1)")
+    s3.add_argument("--source", choices=("constant", "nakajima"),
+                    help="the heat source: constant QVOL (default), or nakajima: QVOL |x_c + "
+                         "y_c| on each element, (x_c, y_c) its centroid, the heat generation of "
+                         "Nakajima's FEM course code (no exact solution: t_max is reported)")
     s3.add_argument("--qflux", type=_finite,
                     help="heat flux into the body through the face opposite the fixed one "
                          "(default 0)")

@@ -103,6 +103,21 @@ def test_manufactured_in_parallel_has_the_serial_errors():
         assert out[name] == pytest.approx(serial[name], rel=1e-9), name
 
 
+@pytest.mark.timeout(200)
+def test_nakajima_source_in_parallel_is_the_serial_solution():
+    """Nakajima's heat generation (QVOL |x_c + y_c| per element) assembled rank by rank over the
+    local elements: the temperature of the serial solve."""
+    words = ("--nx", "7", "--ny", "6", "--nz", "5", "--source", "nakajima", "--tol", "1e-12",
+             "--lang", "c")
+    serial = solve_json("fem3d", *words)
+    result = mpiexec_course(2, "solve", "fem3d", *words, "--parallel", "--partition", "metis",
+                            "--precond", "asdd-ic0", "--json", timeout=150)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["source"] == serial["source"] == "nakajima" and out["error_max"] is None
+    assert out["t_max"] == pytest.approx(serial["t_max"], rel=1e-10)
+
+
 def test_halo_options_need_parallel():
     result = run([PYTHON, "-m", "course", "solve", "fem3d", "--exchange", "neighbor"],
                  cwd=ROOT)

@@ -955,3 +955,38 @@ def test_kernel_wrappers_refuse_other_langs(lang):
         _assemble(lang)
     with pytest.raises(ValueError, match="lang"):
         _dirichlet(lang)
+
+
+# --- the heat generation of Nakajima's FEM course code: QVOL |x_c + y_c| on each element --------
+
+def test_nakajima_source_is_constant_on_each_element_at_its_centroid():
+    box = mesh.box_mesh(3, 2, 2, 0.5, 1.0, 0.25)
+    q = assembly.nakajima_source(box.elements, box.xyz, 2.0)
+    centroid = box.xyz[box.elements].mean(axis=1)
+    assert np.allclose(q, 2.0 * np.abs(centroid[:, 0] + centroid[:, 1]), rtol=0, atol=1e-15)
+    assert q[0] == pytest.approx(2.0 * (0.25 + 0.5))           # element (0, 0, 0)
+    # every element is a box of volume dx dy dz: each corner takes an eighth of Q_e V_e
+    for lang in ("numpy", "numba"):
+        load = assembly.element_source_load(box.elements, box.xyz, q, lang)
+        volume = box.dx * box.dy * box.dz
+        expected = np.zeros(box.n_node)
+        np.add.at(expected, box.elements, np.repeat(q[:, None] * volume / 8, 8, axis=1))
+        assert np.allclose(load, expected, rtol=1e-13, atol=0), lang
+
+
+def test_nakajima_source_solution_is_symmetric_and_the_same_in_every_language():
+    """|x + y| and the boundary conditions (T = 0 on zmax) do not change when x and y swap on a
+    square box: nor must the temperature."""
+    runs = {lang: problems.fem3d(6, 6, 4, lang, source="nakajima", tol=1e-12,
+                                 keep_solution=True, warm_up=False)
+            for lang in ("numpy", "numba", "c", "fortran")}
+    box, t = runs["numpy"]["mesh"], runs["numpy"]["T"]
+    i, j, k = box.node_ijk()
+    assert np.max(np.abs(t - t[box.node(j, i, k)])) <= 1e-12 * t.max()
+    for lang, run in runs.items():
+        assert run["source"] == "nakajima" and run["error_max"] is None
+        assert run["t_max"] == pytest.approx(runs["numpy"]["t_max"], rel=1e-10), lang
+    constant = problems.fem3d(6, 6, 4, "numpy", tol=1e-12, warm_up=False)
+    assert constant["t_max"] != pytest.approx(runs["numpy"]["t_max"], rel=1e-3)
+    with pytest.raises(ValueError, match="source must be one of"):
+        problems.fem3d(2, 2, 2, "numpy", source="gaussian")

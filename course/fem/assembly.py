@@ -438,6 +438,66 @@ def fem3d_pattern(mesh: BoxMesh, lang="numpy"):
     return fem3d_pattern_numba(mesh.nx, mesh.ny, mesh.nz)
 
 
+# --- the heat generation of Nakajima's FEM course code --------------------------------------------
+
+SOURCES = ("constant", "nakajima")
+
+
+def check_source(source: str) -> str:
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {', '.join(SOURCES)}; got {source!r}")
+    return source
+
+
+def nakajima_source(elements, xyz, qvol: float) -> np.ndarray:
+    """The volumetric heat generation of each element in Nakajima's FEM course code (heat3D):
+    QVOL |x_c + y_c|, (x_c, y_c, z_c) the element's centroid (the mean of its 8 corners), constant
+    over the element."""
+    centroid = xyz[elements].mean(axis=1)
+    return native.check_real(qvol, "qvol") * np.abs(centroid[:, 0] + centroid[:, 1])
+
+
+def element_source_load_numpy(elements, xyz, q_elem, chunk=CHUNK):
+    """The load f_a = Q_e integral of N_a over element e, summed into the nodes: the element
+    kernel with the constant Q_e at its 8 corners (the N_b sum to 1)."""
+    rhs = np.zeros(xyz.shape[0])
+    for first in range(0, elements.shape[0], chunk):
+        el = elements[first:first + chunk]
+        q_e = np.repeat(q_elem[first:first + chunk, None], 8, axis=1)
+        _, fe = hex8_elements_numpy(xyz[el], 0.0, q_e, first)
+        add_into(rhs, el.ravel(), fe.ravel())
+    return rhs
+
+
+@numba.njit(cache=True)
+def element_source_load_numba(elements, xyz, q_elem):
+    """element_source_load_numpy, a loop over the elements; (rhs, -1), or (rhs, e) for the first
+    element e with a non-positive Jacobian."""
+    rhs = np.zeros(xyz.shape[0])
+    xe, qe = np.empty((8, 3)), np.empty(8)
+    ke, fe = np.empty((8, 8)), np.empty(8)
+    for e in range(elements.shape[0]):
+        for a in range(8):
+            xe[a, :] = xyz[elements[e, a], :]
+            qe[a] = q_elem[e]
+        if not hex8_element_into(xe, 0.0, qe, ke, fe):
+            return rhs, e
+        for a in range(8):
+            rhs[elements[e, a]] += fe[a]
+    return rhs, -1
+
+
+def element_source_load(elements, xyz, q_elem, lang="numpy") -> np.ndarray:
+    """The nodal load of a source constant on each element (numpy; numba for the other languages:
+    the course's C and Fortran programs have their own loop)."""
+    if lang == "numpy":
+        return element_source_load_numpy(elements, xyz, q_elem)
+    rhs, bad = element_source_load_numba(elements, xyz, q_elem)
+    if bad >= 0:
+        raise ValueError(f"element {bad} is inverted or degenerate (det J <= 0)")
+    return rhs
+
+
 def nodal_source(mesh: BoxMesh, q_node) -> np.ndarray:
     """q_node as nodal values: a number becomes a constant array, an array is checked."""
     if np.ndim(q_node) == 0:
