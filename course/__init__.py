@@ -7,7 +7,8 @@ One folder per concern (the README's Layout), top to bottom:
     grading/     how the exercises are checked (above what they check)
     bench/       the benchmark suites, one module per suite (beside grading: neither imports the
                  other)
-    parallel/    partitions, local data, halo exchange, reductions, the distributed problems, FFT
+    parallel/    partitions, each rank's own part, local data, halo exchange, reductions, the
+                 parallel preconditioners, the distributed problems, FFT
     cluster/     job scripts for Slurm and PJM, the systems and their queues, a local Slurm
     problems     complete problems end to end, as `python -m course solve` runs them
     timing       best-of-N, STREAM once per build, the SpMV timing, the machine of a result
