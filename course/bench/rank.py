@@ -23,7 +23,8 @@ from .. import native, timing  # noqa: E402
 from ..fem.mesh import box_mesh  # noqa: E402
 from ..solvers import ALGORITHMS  # noqa: E402
 from ..parallel.explicit import heat_steps  # noqa: E402
-from ..parallel.fem3d import Distributed, model_system  # noqa: E402
+from ..parallel.fem3d import model_system  # noqa: E402
+from ..parallel.solve import Distributed  # noqa: E402
 from ..parallel.halo import (STYLES, CompiledExchange, Halo, load_halo_exchange,
                              message_sizes)  # noqa: E402
 from ..parallel.local import local_data  # noqa: E402

@@ -293,10 +293,11 @@ MAX_ITER = 500      # a wrong exchange may keep CG from converging: stop it soon
 
 def solve(world, lang: str, path: str, nx: str, ny: str, nz: str, partition: str) -> None:
     """The model problem of 02_fem3d (T fixed on zmax, heat flux through zmin) solved with the
-    distributed CG of course.parallel.fem3d, the exchange in its product being `lang`'s (at most
+    distributed CG of course.parallel.solve, the exchange in its product being `lang`'s (at most
     MAX_ITER iterations); rank 0 compares with the serial solve."""
     from .. import problems
-    from ..parallel.fem3d import Distributed, gather_vector, model_system
+    from ..parallel.fem3d import model_system
+    from ..parallel.solve import Distributed, gather_vector
     from ..parallel.partition import make_partition
 
     mesh = box_mesh(int(nx), int(ny), int(nz))

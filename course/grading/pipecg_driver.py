@@ -46,7 +46,8 @@ from mpi4py import MPI
 from .. import solvers
 from ..fem import assembly
 from ..fem.mesh import FACES
-from ..parallel.fem3d import Distributed, assemble_local, internal_rows
+from ..parallel.fem3d import assemble_local, internal_rows
+from ..parallel.solve import Distributed
 from ..parallel.halo import Halo
 from ..parallel.local import local_data
 from ..parallel.mpi_job import report

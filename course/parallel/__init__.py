@@ -6,6 +6,8 @@ GeoFEM-style local data, halo exchange and the distributed problems, one module 
     subdomain    each rank builds its own part from the partition rule (no whole mesh anywhere)
     halo         the halo exchange over MPI, four ways (p2p, persistent, neighbour collective,
                  the naive Allgather) and the exchange of message sizes (all-to-all vs neighbours)
+    solve        the distributed CG of any problem: SpMV with its halo exchange, global sums, the
+                 preconditioner, the threads of a rank, a set-up that fails on every rank together
     fem3d        the 3D heat-conduction problem of 02_fem3d assembled and solved on P ranks
     poisson      the finite-volume Poisson problem of 03_openmp on P ranks
     explicit     explicit heat steps: a halo exchange per step, nothing global

@@ -6,7 +6,7 @@ and METIS cut them with the same rules (course.parallel.subdomain). Each rank ge
 its own cells (course.fem.fvm.rows_of: no rank makes the whole matrix) and their local data
 (internal cells first, then the neighbouring cells of other ranks, the tables of
 course.parallel.local.row_local_data). The solve is the same as for fem3d:
-course.parallel.fem3d.solve_distributed with the CG variant and preconditioner asked for.
+course.parallel.solve.solve_distributed with the CG variant and preconditioner asked for.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from mpi4py import MPI
 
 from ..fem import fvm
 from ..fem.mesh import box_mesh
-from .fem3d import (LocalMatrix, agree, check_solve_options, gather_vector, partition_figures,
+from .solve import (LocalMatrix, agree, check_solve_options, gather_vector, partition_figures,
                     solve_distributed)
 from .local import LocalData
 from .precond import check_precond

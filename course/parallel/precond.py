@@ -61,7 +61,7 @@ def check_precond(name: str, sweeps: int | None = None, ordering_name: str = "na
 
 # [internal_block]
 def internal_block(matrix) -> CRS:
-    """A_ii: the entries of the internal rows of `matrix` (a course.parallel.fem3d.LocalMatrix)
+    """A_ii: the entries of the internal rows of `matrix` (a course.parallel.solve.LocalMatrix)
     whose column is an internal node, in their order."""
     n = matrix.n_rows
     rows = np.repeat(np.arange(n), np.diff(matrix.row_ptr))

@@ -14,7 +14,7 @@ reduction could hide behind). `count` counts the reductions started.
 
 Progress: MPI moves a non-blocking reduction forward only while the process is inside an MPI call
 (unless the library has a progress thread). progress() makes such a call (MPI_Test on every
-reduction in flight); course.parallel.fem3d.Distributed calls it between chunks of its SpMV when
+reduction in flight); course.parallel.solve.Distributed calls it between chunks of its SpMV when
 asked to, so the reduction can advance while the product runs.
 """
 

@@ -21,9 +21,10 @@ from mpi4py import MPI  # noqa: E402
 
 from course import problems  # noqa: E402
 from course.fem import fvm  # noqa: E402
-from course.parallel.fem3d import Distributed, fem3d_parallel  # noqa: E402
+from course.parallel.fem3d import fem3d_parallel  # noqa: E402
 from course.parallel.halo import Halo  # noqa: E402
 from course.parallel.poisson import poisson_local, poisson_parallel  # noqa: E402
+from course.parallel.solve import Distributed  # noqa: E402
 from course.solvers import ALGORITHMS  # noqa: E402
 
 comm = MPI.COMM_WORLD

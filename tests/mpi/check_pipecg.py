@@ -17,11 +17,12 @@ from mpi4py import MPI  # noqa: E402
 
 from course import problems  # noqa: E402
 from course.fem.mesh import box_mesh  # noqa: E402
-from course.parallel.fem3d import Distributed, fem3d_parallel, model_system  # noqa: E402
+from course.parallel.fem3d import fem3d_parallel, model_system  # noqa: E402
 from course.parallel.halo import Halo  # noqa: E402
 from course.parallel.local import local_data  # noqa: E402
 from course.parallel.partition import make_partition  # noqa: E402
 from course.parallel.poisson import poisson_parallel  # noqa: E402
+from course.parallel.solve import Distributed  # noqa: E402
 from course.solvers import ALGORITHMS  # noqa: E402
 
 PROMISED = {"pcg": 2, "chronopoulos-gear": 1, "gropp": 2, "pipelined": 1}
