@@ -257,8 +257,8 @@ def test_thread_level_is_at_least_funneled(name, workdir):
     with status 2): the last line of the summary says which."""
     result = run_case(workdir, name, "2-blocks", "asdd-ic0 2")
     last = result.stdout.splitlines()[SUMMARY_LINES - 1]
-    assert last in {f"  MPI thread level asked FUNNELED, provided {level}"
-                    for level in ("FUNNELED", "SERIALIZED", "MULTIPLE")}, last
+    assert last in {f"  MPI thread level asked FUNNELED, provided {level}; OpenMP threads per "
+                    "rank 1" for level in ("FUNNELED", "SERIALIZED", "MULTIPLE")}, last
 
 
 # --- Python: the same preconditioners through `python -m course solve fem3d --parallel` ---------

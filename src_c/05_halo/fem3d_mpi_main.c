@@ -35,7 +35,9 @@
  * residual ||b - A x|| / ||b||; the preconditioner, its sweeps, ordering, the fewest and most
  * colors over the ranks and the halo exchanges counted per iteration; the MPI thread level
  * (the program asks for MPI_THREAD_FUNNELED and stops with status 2 if the library provides
- * less). Any other word after INPUT that does not end in .pvtu is an error. With OUTPUT.pvtu,
+ * less) and the OpenMP threads per rank. Hybrid MPI + OpenMP (lecture 08_hybrid): every rank
+ * assembles and solves with a team of OMP_NUM_THREADS threads (the solve in one parallel region,
+ * cg_mpi.c; MPI called by the master thread only). Any other word after INPUT that does not end in .pvtu is an error. With OUTPUT.pvtu,
  * rank r writes the piece STEM_r.vtu (VTK XML: its local nodes and the elements whose corner 0 it
  * owns, so that every element is in exactly one piece) and rank 0 the file OUTPUT.pvtu that
  * gathers the pieces (ParaView).
@@ -46,6 +48,7 @@
 #include <limits.h>
 #include <math.h>
 #include <mpi.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -984,7 +987,7 @@ static const char *thread_level_name(int level)
 
 /* the four lines on the solver: the variant and its counted reductions, the true residual, the
  * preconditioner (its colors: the fewest and the most over the ranks) with its counted halo
- * exchanges, the MPI thread level (every rank calls: the colors are reduced; rank 0 prints) */
+ * exchanges, the MPI thread level and the OpenMP threads (every rank calls: the colors are reduced; rank 0 prints) */
 static void print_variant(const options *o, const precond_mpi *m, int per_iteration,
                           int exchanges_per_iteration, double true_relres, int rank)
 {
@@ -998,7 +1001,8 @@ static void print_variant(const options *o, const precond_mpi *m, int per_iterat
     printf("  preconditioner %s, sweeps %d, ordering %s, colors %d..%d, halo exchanges per "
            "iteration %d (counted)\n", precond_name(m->kind), m->sweeps, m->ordering, -global[1],
            global[0], exchanges_per_iteration);
-    printf("  MPI thread level asked FUNNELED, provided %s\n", thread_level_name(o->thread_level));
+    printf("  MPI thread level asked FUNNELED, provided %s; OpenMP threads per rank %d\n",
+           thread_level_name(o->thread_level), omp_get_max_threads());
     fflush(stdout);
 }
 
