@@ -24,15 +24,19 @@ Every mpiexec call has a timeout (the helpers of test_halo_programs)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import PYTHON, ROOT, run, run_course
+from conftest import PYTHON, ROOT, env_with, run, run_course
+from course import toolchain
 from course.fem import assembly, mesh
+from course.grading import race_check
 from course.problems import solve_ordered
 from test_fem3d_programs import parse_summary
 from test_halo_programs import (LABELS, PROGRAMS, SUMMARY_LINES, assert_default_solver,
@@ -387,3 +391,122 @@ def test_python_agrees(name, partition, precond, sweeps, ordering, colors, workd
     assert s["colors"] == (min(py["colors_per_rank"]), max(py["colors_per_rank"]))
     assert s["halo_exchanges_per_iteration"] == py["halo_exchanges_per_iteration"] == sweeps
     assert max(s["error"], py["error_max"]) <= 1e-8 * max(1.0, abs(s["t_max_exact"]))
+
+
+# --- data races: the whole program under ThreadSanitizer with Archer ------------------------------
+
+# fem3d_mpi_c's sources (src_c/CMakeLists.txt: the program, the library course_halo_c and the
+# kernels of libcourse_c that it calls), compiled into one executable under ThreadSanitizer
+TSAN_SOURCES = ("05_halo/fem3d_mpi_main.c", "05_halo/local_data.c", "05_halo/halo.c",
+                "06_pipecg/cg_mpi.c", "08_hybrid/precond_mpi.c", "04_iccg/ic0.c",
+                "04_iccg/ordering.c", "common/crs.c", "common/cg.c", "02_fem3d/fem3d.c",
+                "02_fem3d/fem3d_problem.c", "common/input.c")
+TSAN_INCLUDES = ("include", "common", "02_fem3d", "04_iccg", "05_halo", "06_pipecg", "08_hybrid")
+TSAN_FRAME = re.compile(r"^\s+#\d+ \S+ (\S+?):(\d+)(?::\d+)? \(")
+# the barrier after the master's halo exchange in A v (cg_mpi.c's exchange)
+EXCHANGE_BARRIER = "        c->team->exchanges++;\n    }\n#pragma omp barrier\n"
+
+
+def tsan_tools() -> race_check.Tools:
+    """The tools of course.grading.race_check (clang, LLVM's libomp with Archer, TSan's runtime,
+    proven there to work together) and an mpicc, or skip, naming what is missing."""
+    if shutil.which("mpicc") is None:
+        pytest.skip("no mpicc")
+    try:
+        return race_check.tools()
+    except race_check.RaceCheckUnavailable as err:
+        pytest.skip(str(err).splitlines()[0])
+
+
+def build_tsan(folder: Path, replace: dict[str, str] | None = None) -> tuple[Path, set[Path]]:
+    """fem3d_mpi_c built by clang through the MPI library's mpicc (OMPI_CC, MPICH_CC) with
+    -fsanitize=thread -g and -fopenmp, which with clang links LLVM's libomp (the rpath makes it
+    the one of race_check's folder, where Archer is: TSan alone does not know OpenMP's barriers,
+    and GCC's libgomp would show races that are not there). replace: {source: text} compiles
+    that text in place of the file (a broken copy). Returns the program and its sources."""
+    t = tsan_tools()
+    sources = set()
+    for name in TSAN_SOURCES:
+        path = ROOT / "src_c" / name
+        if replace and name in replace:
+            path = folder / Path(name).name
+            path.write_text(replace[name])
+        sources.add(path.resolve())
+    exe = folder / "fem3d_mpi_tsan"
+    command = (["mpicc", "-std=c99", "-g", "-O1", "-fno-omit-frame-pointer", "-fsanitize=thread",
+                "-fopenmp"] + [f"-I{ROOT / 'src_c' / d}" for d in TSAN_INCLUDES]
+               + sorted(map(str, sources))
+               + ["-o", str(exe), f"-L{t.libdir}", f"-Wl,-rpath,{t.libdir}", "-lm"])
+    built = run(command, env=env_with(OMPI_CC=t.clang, MPICH_CC=t.clang), timeout=300)
+    assert built.returncode == 0, built.stdout + built.stderr
+    return exe, sources
+
+
+def run_tsan(exe: Path, folder: Path, *words, halt: bool = False) -> subprocess.CompletedProcess:
+    """2 ranks x 2 threads on the model problem, asdd-ic0 2 with cm-rcm 3, under TSan + Archer
+    (race_check's environment: Archer as the OpenMP tool, TSan's exit status 66 on a report;
+    halt: stop at the first report). Open MPI is not instrumented:
+    ignore_noninstrumented_modules=1 (in that environment) keeps TSan from reporting accesses
+    inside it, so no suppressions file is needed."""
+    tsan_tools()
+    (folder / "input.dat").write_text(input_text("2-blocks", "asdd-ic0 2", "cm-rcm 3"))
+    env = {**race_check._tsan_env(race_check.tools(), 2), **toolchain.mpi_env(),
+           "MPIEXEC_TIMEOUT": "200"}
+    if halt:
+        env["TSAN_OPTIONS"] += " halt_on_error=1"
+    return race_check._run_tsan(["mpiexec", "-n", "2", str(exe), "input.dat", *words], env,
+                                timeout=240, cwd=folder)
+
+
+def races_in(stderr: str, sources: set[Path]) -> list[str]:
+    """TSan's reports with a stack frame in one of `sources`: each as its warning and those
+    frames (file:line)."""
+    races = []
+    for block in re.split(r"^==================\s*$", stderr, flags=re.M):
+        lines = block.strip().splitlines()
+        if not lines or "WARNING: ThreadSanitizer" not in lines[0]:
+            continue
+        frames = [f"{Path(m[1]).name}:{m[2]}" for m in map(TSAN_FRAME.match, lines)
+                  if m and Path(m[1]).resolve() in sources]
+        if frames:
+            races.append(f"{lines[0]} at {', '.join(dict.fromkeys(frames))}")
+    return races
+
+
+@pytest.fixture(scope="module")
+def tsan_program(tmp_path_factory) -> tuple[Path, set[Path]]:
+    return build_tsan(tmp_path_factory.mktemp("tsan"))
+
+
+@pytest.mark.parametrize("words", [("pcg", "blocking"), ("gropp", "iallreduce"),
+                                   ("pipelined", "iallreduce")], ids=" ".join)
+def test_no_data_race_with_two_threads(tsan_program, words, tmp_path):
+    """ThreadSanitizer (happens-before: two unordered accesses, one a write, are reported in
+    every run, whatever the timing) sees no race in the course's sources: the assembly by element
+    colors, the team's solve, the halo exchanges and global sums of the master thread, the
+    colored IC(0) sweeps and the Schwarz sweeps."""
+    exe, sources = tsan_program
+    result = run_tsan(exe, tmp_path, *words)
+    output = result.stdout + result.stderr
+    assert "Archer detected OpenMP application with TSan" in output, output[-3000:]
+    assert not races_in(result.stderr, sources), "\n".join(races_in(result.stderr, sources))
+    assert result.returncode == 0, output[-3000:]
+    lines = [line for line in result.stdout.splitlines() if not line.startswith("Archer")]
+    assert len(lines) == SUMMARY_LINES, lines
+    assert lines[2].endswith("(converged)"), lines[2]
+    assert solver_lines(lines)["threads"] == 2
+
+
+def test_race_check_sees_a_missing_barrier(tmp_path):
+    """The check can fail: without the barrier after the master's halo exchange in A v, the other
+    threads read the external entries of v while the master unpacks them (halo.c) into them."""
+    original = (ROOT / "src_c" / "06_pipecg" / "cg_mpi.c").read_text()
+    assert original.count(EXCHANGE_BARRIER) == 1
+    broken = original.replace(EXCHANGE_BARRIER, EXCHANGE_BARRIER.replace("#pragma omp barrier\n",
+                                                                         ""))
+    exe, sources = build_tsan(tmp_path, {"06_pipecg/cg_mpi.c": broken})
+    result = run_tsan(exe, tmp_path, "pcg", halt=True)
+    races = races_in(result.stderr, sources)
+    assert any("halo.c" in race and "cg_mpi.c" in race for race in races), \
+        result.stderr[-3000:]
+    assert result.returncode != 0
