@@ -371,8 +371,10 @@ PYTHON_PARTITION = {"2-blocks": ("--partition", "blocks", "--px", "2", "--py", "
 
 
 @cache
-def python_summary(partition: str, precond: str, sweeps: int, ordering: str, colors: int):
+def python_summary(partition: str, precond: str, sweeps: int, ordering: str, colors: int,
+                   threads: int = 1):
     words = ["--ordering", ordering] + (["--colors", str(colors)] if colors else [])
+    words += ["--threads", str(threads)]
     result = run(["mpiexec", "-n", RANKS[partition], PYTHON, "-m", "course", "solve", "fem3d",
                   "--nx", NEL[0], "--ny", NEL[1], "--nz", NEL[2], "--dx", SIZE[0], "--dy",
                   SIZE[1], "--dz", SIZE[2], "--cond", COND, "--qvol", QVOL, "--qflux", QFLUX,
@@ -384,16 +386,20 @@ def python_summary(partition: str, precond: str, sweeps: int, ordering: str, col
     return json.loads(result.stdout)
 
 
-@pytest.mark.parametrize("partition, precond, sweeps, ordering, colors", [
-    ("2-blocks", "bjacobi-ic0", 1, "natural", 0), ("2-blocks", "asdd-ic0", 3, "cm-rcm", 3),
-    ("4-metis", "asdd-ic0", 2, "mc", 3)])
+@pytest.mark.parametrize("partition, precond, sweeps, ordering, colors, threads", [
+    ("2-blocks", "bjacobi-ic0", 1, "natural", 0, 1), ("2-blocks", "asdd-ic0", 3, "cm-rcm", 3, 1),
+    ("4-metis", "asdd-ic0", 2, "mc", 3, 1), ("2-blocks", "bjacobi-ic0", 1, "natural", 0, 2),
+    ("2-blocks", "asdd-ic0", 3, "cm-rcm", 3, 2)])
 @pytest.mark.parametrize("name", PROGRAMS)
-def test_python_agrees(name, partition, precond, sweeps, ordering, colors, workdir):
+def test_python_agrees(name, partition, precond, sweeps, ordering, colors, threads, workdir):
     """The programs and course.parallel.precond (the reference) take the same iterations (within
     1), colors and counted exchanges; METIS's parts are the same (course partition's files and
-    the Python solve's rule both cut the node graph)."""
-    s = summary(workdir, name, partition, f"{precond} {sweeps}", f"{ordering} {colors}")
-    py = python_summary(partition, precond, sweeps, ordering, colors)
+    the Python solve's rule both cut the node graph). With 2 threads per rank too (the Python
+    solve's --threads: its local products on the OpenMP kernels of --lang c)."""
+    s = summary(workdir, name, partition, f"{precond} {sweeps}", f"{ordering} {colors}",
+                threads=threads)
+    py = python_summary(partition, precond, sweeps, ordering, colors, threads)
+    assert s["threads"] == py["threads_per_rank"] == threads
     assert abs(s["iterations"] - py["iterations"]) <= 1, (s["iterations"], py["iterations"])
     assert s["colors"] == (min(py["colors_per_rank"]), max(py["colors_per_rank"]))
     assert s["halo_exchanges_per_iteration"] == py["halo_exchanges_per_iteration"] == sweeps

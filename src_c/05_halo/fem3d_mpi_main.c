@@ -38,10 +38,10 @@
  * (the program asks for MPI_THREAD_FUNNELED and stops with status 2 if the library provides
  * less) and the OpenMP threads per rank. Hybrid MPI + OpenMP (lecture 08_hybrid): every rank
  * assembles and solves with a team of OMP_NUM_THREADS threads (the solve in one parallel region,
- * cg_mpi.c; MPI called by the master thread only). Any other word after INPUT that does not end in .pvtu is an error. With OUTPUT.pvtu,
- * rank r writes the piece STEM_r.vtu (VTK XML: its local nodes and the elements whose corner 0 it
- * owns, so that every element is in exactly one piece) and rank 0 the file OUTPUT.pvtu that
- * gathers the pieces (ParaView).
+ * cg_mpi.c; MPI called by the master thread only). Any other word after INPUT that does not
+ * end in .pvtu is an error. With OUTPUT.pvtu, rank r writes the piece STEM_r.vtu (VTK XML: its
+ * local nodes and the elements whose corner 0 it owns, so that every element is in exactly one
+ * piece) and rank 0 the file OUTPUT.pvtu that gathers the pieces (ParaView).
  * Exit status, the same on every rank: 0 converged, 1 not converged (or out of memory), 2 bad
  * input (an IC(0) breakdown included), local data, output file or MPI thread level. An error is
  * one line on stderr, from the lowest rank that found it. */
@@ -1046,7 +1046,8 @@ static const char *thread_level_name(int level)
 
 /* the four lines on the solver: the variant and its counted reductions, the true residual, the
  * preconditioner (its colors: the fewest and the most over the ranks) with its counted halo
- * exchanges, the MPI thread level and the OpenMP threads (every rank calls: the colors are reduced; rank 0 prints) */
+ * exchanges, the MPI thread level and the OpenMP threads per rank (every rank calls: the colors
+ * are reduced; rank 0 prints) */
 static void print_variant(const options *o, const precond_mpi *m, int per_iteration,
                           int exchanges_per_iteration, double true_relres, int rank)
 {

@@ -1,8 +1,8 @@
 /* The parallel preconditioners of lecture 08_hybrid (precond_mpi.h): Jacobi, localized IC(0)
  * (block Jacobi over the ranks) and additive Schwarz sweeps (ASDD) around it. The IC(0) of a rank
  * is 04_iccg's: the internal block A_ii ordered (ordering.c), permuted, split into D, L, U,
- * factored once (ic0_factor, ic0_transpose) and applied with the colored sweeps ic0_forward, ic0_backward.
- * On one rank A_ii is the whole matrix: bjacobi-ic0 is the serial ICCG of 04_iccg. */
+ * factored once (ic0_factor, ic0_transpose) and applied with the colored sweeps ic0_forward,
+ * ic0_backward. On one rank A_ii is the whole matrix: bjacobi-ic0 is the serial ICCG of 04_iccg. */
 #include <stdlib.h>
 #include <string.h>
 
