@@ -19,20 +19,32 @@ level is at least FUNNELED.
 The same runs through `python -m course solve fem3d --parallel` (course.parallel.precond, the
 reference) take the same iterations (within 1), colors and counted exchanges.
 
+Hybrid MPI + OpenMP (OMP_NUM_THREADS threads per rank: the assembly by element colors, the solve
+in one parallel region, MPI from the master thread): 1 rank x 2 threads and 2 ranks x 2 threads
+take the iterations and residuals of one thread per rank; every CG variant converges there to the
+same solution; runs with 2 threads give the same bits every time; C, Fortran and Python agree at
+2 threads; the thread line names the threads; and ThreadSanitizer with Archer (the tools of
+course.grading.race_check) finds no data race in the C program's sources on 2 ranks x 2 threads,
+where it does find the one of a barrier removed on purpose.
+
 Every mpiexec call has a timeout (the helpers of test_halo_programs)."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import PYTHON, ROOT, run, run_course
+from conftest import PYTHON, ROOT, env_with, run, run_course
+from course import native, toolchain
 from course.fem import assembly, mesh
+from course.grading import race_check
 from course.problems import solve_ordered
 from test_fem3d_programs import parse_summary
 from test_halo_programs import (LABELS, PROGRAMS, SUMMARY_LINES, assert_default_solver,
@@ -77,11 +89,13 @@ def workdir(tmp_path_factory) -> Path:
 
 
 def run_case(workdir: Path, name: str, partition: str, precond=None, ordering=None,
-             algorithm: str = "pcg"):
-    """One run; checked: exit 0, nothing from the program on stderr, rank 0's summary once."""
+             algorithm: str = "pcg", *words, threads: int = 1):
+    """One run (`words`: more words on the command line; `threads`: OpenMP threads per rank);
+    checked: exit 0, nothing from the program on stderr, rank 0's summary once."""
     path = workdir / f"{name}-{partition}-{precond}-{ordering}.dat".replace(" ", "_")
     path.write_text(input_text(partition, precond, ordering))
-    result = mpiexec(RANKS[partition], name, path.name, algorithm, cwd=workdir)
+    result = mpiexec(RANKS[partition], name, path.name, algorithm, *words, cwd=workdir,
+                     threads=threads)
     assert result.returncode == 0, result.stdout + result.stderr
     assert not [line for line in result.stderr.splitlines() if line.startswith(name)]
     lines = result.stdout.splitlines()
@@ -92,9 +106,10 @@ def run_case(workdir: Path, name: str, partition: str, precond=None, ordering=No
 
 @cache
 def summary(workdir: Path, name: str, partition: str, precond=None, ordering=None,
-            algorithm: str = "pcg") -> dict:
+            algorithm: str = "pcg", *words, threads: int = 1) -> dict:
     """The summary of one run, parsed: fem3d's numbers and the four lines on the solver."""
-    result = run_case(workdir, name, partition, precond, ordering, algorithm)
+    result = run_case(workdir, name, partition, precond, ordering, algorithm, *words,
+                      threads=threads)
     s = parse_summary(result.stdout)
     s.update(solver_lines(result.stdout.splitlines()))
     assert s["status"] == "converged" and s["relres"] <= EPS, s
@@ -249,16 +264,112 @@ def test_bad_lines_8_and_9(name, case_id, workdir):
     assert result.stdout == ""
 
 
-# --- the MPI thread level -------------------------------------------------------------------------
+# --- threads per rank: hybrid MPI + OpenMP --------------------------------------------------------
+
+# (line 8, line 9) of the thread cases: Jacobi, the localized IC(0) with colored sweeps (an
+# `omp for` per color), the additive Schwarz sweeps (halo exchanges of the master inside M^-1)
+THREAD_CASES = [("diagonal 1", None), ("bjacobi-ic0 1", "cm-rcm 3"), ("asdd-ic0 2", "mc 3")]
+
+
+def scale(s: dict) -> float:
+    return max(1.0, abs(s["t_max_exact"]))
+
+
+@pytest.mark.parametrize("partition", ["1", "2-blocks"])
+@pytest.mark.parametrize("precond, ordering", THREAD_CASES)
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_two_threads_take_the_iterations_of_one(name, precond, ordering, partition, workdir):
+    """1 rank x 2 threads and 2 ranks x 2 threads against the same layouts with one thread: the
+    matrix has the same bits (every entry gets its elements color by color, whatever thread adds
+    them), the preconditioner computes every row alike (colored sweeps), only the dot products'
+    sums are split into other shares: the same iterations and the same residuals (printed to 4
+    digits: equal, which is tighter than 1e-12 relative). Not so with diagonal: on this model
+    problem Jacobi-CG ends in 11 iterations with a residual at the rounding level (3e-11 of
+    ||b||), which any other order of the sums changes by a few percent: one thread on 1 and on 2
+    ranks gives 3.124e-11 and 3.209e-11, 2 threads 3.143e-11 and 3.100e-11. There the residuals
+    agree to 10 % only (the iterations are still equal)."""
+    one = summary(workdir, name, partition, precond, ordering, threads=1)
+    two = summary(workdir, name, partition, precond, ordering, threads=2)
+    assert (one["threads"], two["threads"]) == (1, 2)
+    assert two["iterations"] == one["iterations"], (two["iterations"], one["iterations"])
+    rel = 0.1 if precond == "diagonal 1" else 1e-12
+    assert two["relres"] == pytest.approx(one["relres"], rel=rel)
+    assert two["true_relres"] == pytest.approx(one["true_relres"], rel=rel)
+    assert two["colors"] == one["colors"]
+    assert two["halo_exchanges_per_iteration"] == one["halo_exchanges_per_iteration"]
+    assert two["t_max"] == pytest.approx(one["t_max"], rel=1e-9)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_every_variant_with_two_threads(name, algorithm, workdir):
+    """Each variant with asdd-ic0 on 2 ranks x 2 threads, non-blocking sums (in gropp and
+    pipelined the master holds the MPI_Iallreduce while the team applies M^-1 and A, halo
+    exchanges included): the solution of one thread per rank, the counts of every iteration."""
+    s = summary(workdir, name, "2-blocks", "asdd-ic0 2", "mc 3", algorithm, "iallreduce",
+                threads=2)
+    ref = summary(workdir, name, "2-blocks", "asdd-ic0 2", "mc 3", threads=1)
+    assert s["threads"] == 2 and s["reductions"] == "iallreduce"
+    assert s["reductions_per_iteration"] == PROMISED[algorithm]
+    assert s["halo_exchanges_per_iteration"] == 2
+    assert abs(s["iterations"] - ref["iterations"]) <= 3, (s["iterations"], ref["iterations"])
+    assert s["true_relres"] <= 10 * EPS
+    assert s["error"] <= 1e-8 * scale(s)
+    assert s["t_max"] == pytest.approx(ref["t_max"], rel=1e-9)
+
 
 @pytest.mark.parametrize("name", PROGRAMS)
-def test_thread_level_is_at_least_funneled(name, workdir):
+def test_two_threads_twice_the_same_bits(name, workdir):
+    """The dot products are summed share by share in thread order over static shares of the rows
+    (not in whatever order or shares the threads happen to take): three runs of 2 ranks x 2
+    threads give the same summary and the same temperatures to the last printed digit (%.15g) at
+    every node of every piece of the .pvtu output. The ranks are not bound to a core each (Open
+    MPI's default for 2 ranks), so that the 4 threads run at once on the 2 cores and their
+    timing varies from run to run (they spin only briefly at a barrier before they sleep:
+    GOMP_SPINCOUNT, 4 threads on 2 cores). With two threads the order of the two shares cannot
+    matter (a + b == b + a); what this catches is shares that depend on the timing: with the
+    dot products' loop on schedule(dynamic, 4) it failed in 4 runs of 4."""
+    path = workdir / f"twice-{name}.dat"
+    path.write_text(input_text("2-blocks", "asdd-ic0 2", "cm-rcm 3"))
+    runs = []
+    for run_id in (1, 2, 3):
+        folder = workdir / f"twice-{name}-{run_id}"
+        folder.mkdir(exist_ok=True)
+        result = mpiexec(2, name, f"../{path.name}", "pipelined", "iallreduce", "out.pvtu",
+                         cwd=folder, threads=2,
+                         extra_env={"OMPI_MCA_hwloc_base_binding_policy": "none",
+                                    "GOMP_SPINCOUNT": "1000"})
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert solver_lines(result.stdout.splitlines())["threads"] == 2
+        pieces = [(folder / f"out_{rank}.vtu").read_text() for rank in range(2)]
+        runs.append((result.stdout, pieces))
+    assert runs[1] == runs[0]
+    assert runs[2] == runs[0]
+
+
+@pytest.mark.parametrize("precond, ordering", THREAD_CASES[1:])
+def test_c_and_fortran_agree_with_two_threads(precond, ordering, workdir):
+    """The twins on 2 ranks x 2 threads: iterations within 1, the same colors and exchanges."""
+    c, f = (summary(workdir, name, "2-blocks", precond, ordering, threads=2) for name in PROGRAMS)
+    assert (c["threads"], f["threads"]) == (2, 2)
+    assert abs(c["iterations"] - f["iterations"]) <= 1, (c["iterations"], f["iterations"])
+    assert c["colors"] == f["colors"]
+    assert c["halo_exchanges_per_iteration"] == f["halo_exchanges_per_iteration"]
+    assert c["t_max"] == pytest.approx(f["t_max"], rel=1e-9)
+
+
+# --- the MPI thread level -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_thread_level_is_at_least_funneled(name, threads, workdir):
     """MPI_Init_thread asks for FUNNELED; the library provides it or more (else the program stops
-    with status 2): the last line of the summary says which."""
-    result = run_case(workdir, name, "2-blocks", "asdd-ic0 2")
+    with status 2): the last line of the summary says which, and the OpenMP threads of every
+    rank (OMP_NUM_THREADS)."""
+    result = run_case(workdir, name, "2-blocks", "asdd-ic0 2", threads=threads)
     last = result.stdout.splitlines()[SUMMARY_LINES - 1]
-    assert last in {f"  MPI thread level asked FUNNELED, provided {level}"
-                    for level in ("FUNNELED", "SERIALIZED", "MULTIPLE")}, last
+    assert last in {f"  MPI thread level asked FUNNELED, provided {level}; OpenMP threads per "
+                    f"rank {threads}" for level in ("FUNNELED", "SERIALIZED", "MULTIPLE")}, last
 
 
 # --- Python: the same preconditioners through `python -m course solve fem3d --parallel` ---------
@@ -268,8 +379,10 @@ PYTHON_PARTITION = {"2-blocks": ("--partition", "blocks", "--px", "2", "--py", "
 
 
 @cache
-def python_summary(partition: str, precond: str, sweeps: int, ordering: str, colors: int):
+def python_summary(partition: str, precond: str, sweeps: int, ordering: str, colors: int,
+                   threads: int = 1):
     words = ["--ordering", ordering] + (["--colors", str(colors)] if colors else [])
+    words += ["--threads", str(threads)]
     result = run(["mpiexec", "-n", RANKS[partition], PYTHON, "-m", "course", "solve", "fem3d",
                   "--nx", NEL[0], "--ny", NEL[1], "--nz", NEL[2], "--dx", SIZE[0], "--dy",
                   SIZE[1], "--dz", SIZE[2], "--cond", COND, "--qvol", QVOL, "--qflux", QFLUX,
@@ -281,17 +394,142 @@ def python_summary(partition: str, precond: str, sweeps: int, ordering: str, col
     return json.loads(result.stdout)
 
 
-@pytest.mark.parametrize("partition, precond, sweeps, ordering, colors", [
-    ("2-blocks", "bjacobi-ic0", 1, "natural", 0), ("2-blocks", "asdd-ic0", 3, "cm-rcm", 3),
-    ("4-metis", "asdd-ic0", 2, "mc", 3)])
+@pytest.mark.parametrize("partition, precond, sweeps, ordering, colors, threads", [
+    ("2-blocks", "bjacobi-ic0", 1, "natural", 0, 1), ("2-blocks", "asdd-ic0", 3, "cm-rcm", 3, 1),
+    ("4-metis", "asdd-ic0", 2, "mc", 3, 1), ("2-blocks", "bjacobi-ic0", 1, "natural", 0, 2),
+    ("2-blocks", "asdd-ic0", 3, "cm-rcm", 3, 2)])
 @pytest.mark.parametrize("name", PROGRAMS)
-def test_python_agrees(name, partition, precond, sweeps, ordering, colors, workdir):
+def test_python_agrees(name, partition, precond, sweeps, ordering, colors, threads, workdir):
     """The programs and course.parallel.precond (the reference) take the same iterations (within
     1), colors and counted exchanges; METIS's parts are the same (course partition's files and
-    the Python solve's rule both cut the node graph)."""
-    s = summary(workdir, name, partition, f"{precond} {sweeps}", f"{ordering} {colors}")
-    py = python_summary(partition, precond, sweeps, ordering, colors)
+    the Python solve's rule both cut the node graph). With 2 threads per rank too (the Python
+    solve's --threads: its local products on the OpenMP kernels of --lang c)."""
+    s = summary(workdir, name, partition, f"{precond} {sweeps}", f"{ordering} {colors}",
+                threads=threads)
+    py = python_summary(partition, precond, sweeps, ordering, colors, threads)
+    assert s["threads"] == py["threads_per_rank"] == threads
     assert abs(s["iterations"] - py["iterations"]) <= 1, (s["iterations"], py["iterations"])
     assert s["colors"] == (min(py["colors_per_rank"]), max(py["colors_per_rank"]))
     assert s["halo_exchanges_per_iteration"] == py["halo_exchanges_per_iteration"] == sweeps
     assert max(s["error"], py["error_max"]) <= 1e-8 * max(1.0, abs(s["t_max_exact"]))
+
+
+# --- data races: the whole program under ThreadSanitizer with Archer ------------------------------
+
+# fem3d_mpi_c's sources (src_c/CMakeLists.txt: the program, the library course_halo_c and the
+# kernels of libcourse_c that it calls), compiled into one executable under ThreadSanitizer
+TSAN_SOURCES = ("05_halo/fem3d_mpi_main.c", "05_halo/local_data.c", "05_halo/halo.c",
+                "06_pipecg/cg_mpi.c", "08_hybrid/precond_mpi.c", "04_iccg/ic0.c",
+                "04_iccg/ordering.c", "common/crs.c", "common/cg.c", "02_fem3d/fem3d.c",
+                "02_fem3d/fem3d_problem.c", "common/input.c")
+TSAN_INCLUDES = ("include", "common", "02_fem3d", "04_iccg", "05_halo", "06_pipecg", "08_hybrid")
+TSAN_FRAME = re.compile(r"^\s+#\d+ \S+ (\S+?):(\d+)(?::\d+)? \(")
+# the barrier after the master's halo exchange in A v (cg_mpi.c's exchange)
+EXCHANGE_BARRIER = "        c->team->exchanges++;\n    }\n#pragma omp barrier\n"
+
+
+def tsan_tools() -> race_check.Tools:
+    """The tools of course.grading.race_check (clang, LLVM's libomp with Archer, TSan's runtime,
+    proven there to work together) and an mpicc, or skip, naming what is missing."""
+    if native.default_variant() == "sanitize":
+        pytest.skip("the sanitizer rerun preloads ASan, which TSan cannot run beside")
+    if shutil.which("mpicc") is None:
+        pytest.skip("no mpicc")
+    try:
+        return race_check.tools()
+    except race_check.RaceCheckUnavailable as err:
+        pytest.skip(str(err).splitlines()[0])
+
+
+def build_tsan(folder: Path, replace: dict[str, str] | None = None) -> tuple[Path, set[Path]]:
+    """fem3d_mpi_c built by clang through the MPI library's mpicc (OMPI_CC, MPICH_CC) with
+    -fsanitize=thread -g and -fopenmp, which with clang links LLVM's libomp (the rpath makes it
+    the one of race_check's folder, where Archer is: TSan alone does not know OpenMP's barriers,
+    and GCC's libgomp would show races that are not there). replace: {source: text} compiles
+    that text in place of the file (a broken copy). Returns the program and its sources."""
+    t = tsan_tools()
+    sources = set()
+    for name in TSAN_SOURCES:
+        path = ROOT / "src_c" / name
+        if replace and name in replace:
+            path = folder / Path(name).name
+            path.write_text(replace[name])
+        sources.add(path.resolve())
+    exe = folder / "fem3d_mpi_tsan"
+    command = (["mpicc", "-std=c99", "-g", "-O1", "-fno-omit-frame-pointer", "-fsanitize=thread",
+                "-fopenmp"] + [f"-I{ROOT / 'src_c' / d}" for d in TSAN_INCLUDES]
+               + sorted(map(str, sources))
+               + ["-o", str(exe), f"-L{t.libdir}", f"-Wl,-rpath,{t.libdir}", "-lm"])
+    built = run(command, env=env_with(OMPI_CC=t.clang, MPICH_CC=t.clang), timeout=300)
+    assert built.returncode == 0, built.stdout + built.stderr
+    return exe, sources
+
+
+def run_tsan(exe: Path, folder: Path, *words, halt: bool = False) -> subprocess.CompletedProcess:
+    """2 ranks x 2 threads on the model problem, asdd-ic0 2 with cm-rcm 3, under TSan + Archer
+    (race_check's environment: Archer as the OpenMP tool, TSan's exit status 66 on a report;
+    halt: stop at the first report). Open MPI is not instrumented:
+    ignore_noninstrumented_modules=1 (in that environment) keeps TSan from reporting accesses
+    inside it, so no suppressions file is needed."""
+    tsan_tools()
+    (folder / "input.dat").write_text(input_text("2-blocks", "asdd-ic0 2", "cm-rcm 3"))
+    env = {**race_check._tsan_env(race_check.tools(), 2), **toolchain.mpi_env(),
+           "MPIEXEC_TIMEOUT": "200"}
+    if halt:
+        env["TSAN_OPTIONS"] += " halt_on_error=1"
+    return race_check._run_tsan(["mpiexec", "-n", "2", str(exe), "input.dat", *words], env,
+                                timeout=240, cwd=folder)
+
+
+def races_in(stderr: str, sources: set[Path]) -> list[str]:
+    """TSan's reports with a stack frame in one of `sources`: each as its warning and those
+    frames (file:line)."""
+    races = []
+    for block in re.split(r"^==================\s*$", stderr, flags=re.M):
+        lines = block.strip().splitlines()
+        if not lines or "WARNING: ThreadSanitizer" not in lines[0]:
+            continue
+        frames = [f"{Path(m[1]).name}:{m[2]}" for m in map(TSAN_FRAME.match, lines)
+                  if m and Path(m[1]).resolve() in sources]
+        if frames:
+            races.append(f"{lines[0]} at {', '.join(dict.fromkeys(frames))}")
+    return races
+
+
+@pytest.fixture(scope="module")
+def tsan_program(tmp_path_factory) -> tuple[Path, set[Path]]:
+    return build_tsan(tmp_path_factory.mktemp("tsan"))
+
+
+@pytest.mark.parametrize("words", [("pcg", "blocking"), ("gropp", "iallreduce"),
+                                   ("pipelined", "iallreduce")], ids=" ".join)
+def test_no_data_race_with_two_threads(tsan_program, words, tmp_path):
+    """ThreadSanitizer (happens-before: two unordered accesses, one a write, are reported in
+    every run, whatever the timing) sees no race in the course's sources: the assembly by element
+    colors, the team's solve, the halo exchanges and global sums of the master thread, the
+    colored IC(0) sweeps and the Schwarz sweeps."""
+    exe, sources = tsan_program
+    result = run_tsan(exe, tmp_path, *words)
+    output = result.stdout + result.stderr
+    assert "Archer detected OpenMP application with TSan" in output, output[-3000:]
+    assert not races_in(result.stderr, sources), "\n".join(races_in(result.stderr, sources))
+    assert result.returncode == 0, output[-3000:]
+    lines = [line for line in result.stdout.splitlines() if not line.startswith("Archer")]
+    assert len(lines) == SUMMARY_LINES, lines
+    assert lines[2].endswith("(converged)"), lines[2]
+    assert solver_lines(lines)["threads"] == 2
+
+
+def test_race_check_sees_a_missing_barrier(tmp_path):
+    """The check can fail: without the barrier after the master's halo exchange in A v, the other
+    threads read the external entries of v while the master unpacks them (halo.c) into them."""
+    original = (ROOT / "src_c" / "06_pipecg" / "cg_mpi.c").read_text()
+    assert original.count(EXCHANGE_BARRIER) == 1
+    broken = original.replace(EXCHANGE_BARRIER, EXCHANGE_BARRIER.replace("#pragma omp barrier\n",
+                                                                         ""))
+    exe, sources = build_tsan(tmp_path, {"06_pipecg/cg_mpi.c": broken})
+    result = run_tsan(exe, tmp_path, "pcg", halt=True)
+    races = races_in(result.stderr, sources)
+    assert any("halo.c" in race and "cg_mpi.c" in race for race in races), \
+        result.stderr[-3000:]
+    assert result.returncode != 0

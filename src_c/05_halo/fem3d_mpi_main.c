@@ -25,7 +25,8 @@
  *   external nodes   the other corners of the local elements, by owner rank, then global number;
  * and the import/export tables of halo.h. From there on blocks and files take one path: the node
  * data from the global numbers, the local matrix over the local elements assembled with fem3d's
- * kernels (its internal rows come out equal to the serial ones), and the solution with
+ * element kernel by the rank's threads, color by color (its internal rows come out equal to the
+ * serial ones up to rounding: the same sums in another order), and the solution with
  * cg_variant_mpi (06_pipecg/cg_mpi.h). ALGORITHM (pcg, chronopoulos-gear, gropp or pipelined:
  * lecture 06_pipecg), blocking (MPI_Allreduce) or iallreduce (MPI_Iallreduce + MPI_Wait), and
  * replace=N (residual replacement every N iterations, N > 0), in any order after INPUT, choose
@@ -35,10 +36,12 @@
  * residual ||b - A x|| / ||b||; the preconditioner, its sweeps, ordering, the fewest and most
  * colors over the ranks and the halo exchanges counted per iteration; the MPI thread level
  * (the program asks for MPI_THREAD_FUNNELED and stops with status 2 if the library provides
- * less). Any other word after INPUT that does not end in .pvtu is an error. With OUTPUT.pvtu,
- * rank r writes the piece STEM_r.vtu (VTK XML: its local nodes and the elements whose corner 0 it
- * owns, so that every element is in exactly one piece) and rank 0 the file OUTPUT.pvtu that
- * gathers the pieces (ParaView).
+ * less) and the OpenMP threads per rank. Hybrid MPI + OpenMP (lecture 08_hybrid): every rank
+ * assembles and solves with a team of OMP_NUM_THREADS threads (the solve in one parallel region,
+ * cg_mpi.c; MPI called by the master thread only). Any other word after INPUT that does not
+ * end in .pvtu is an error. With OUTPUT.pvtu, rank r writes the piece STEM_r.vtu (VTK XML: its
+ * local nodes and the elements whose corner 0 it owns, so that every element is in exactly one
+ * piece) and rank 0 the file OUTPUT.pvtu that gathers the pieces (ParaView).
  * Exit status, the same on every rank: 0 converged, 1 not converged (or out of memory), 2 bad
  * input (an IC(0) breakdown included), local data, output file or MPI thread level. An error is
  * one line on stderr, from the lowest rank that found it. */
@@ -46,6 +49,7 @@
 #include <limits.h>
 #include <math.h>
 #include <mpi.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -597,12 +601,16 @@ static int read_local_files(const problem *p, int rank, int n_ranks, local_data 
 
 /* ---- the local mesh: what the local data give, the same for blocks and files ----------------- */
 
+enum { ELEMENT_COLORS = 8 };    /* the parities of an element's (i, j, k): see element_color */
+
 typedef struct {
     int *grid;           /* grid[3 a + d]: index along axis d of local node a */
     int n_quad;
     int *quads;          /* the 4 local corners of every flux-face quad of a local element */
     int *elem_ptr, *elem_list;   /* the local elements around each local node (CRS) */
     int *mark;           /* work array of local_pattern */
+    int color_ptr[ELEMENT_COLORS + 1];   /* the local elements by color: by_color[color_ptr[c] */
+    int *by_color;                       /* .. color_ptr[c+1]-1] are those of color c */
 } local_mesh;
 
 static void local_grid(const problem *p, const local_data *d, int *restrict grid)
@@ -749,11 +757,13 @@ static void alloc_local_mesh(const problem *p, const local_data *d, local_mesh *
     m->elem_ptr = alloc_zeroed(n + 1, sizeof(int), failed);
     m->elem_list = alloc_zeroed(8L * d->n_elem, sizeof(int), failed);
     m->mark = alloc_zeroed(n, sizeof(int), failed);
+    m->by_color = alloc_zeroed(d->n_elem, sizeof(int), failed);
 }
 
 static void free_local_mesh(local_mesh *m)
 {
     free(m->grid), free(m->quads), free(m->elem_ptr), free(m->elem_list), free(m->mark);
+    free(m->by_color);
 }
 
 /* the vectors (the pattern's columns and values come once the pattern is counted) */
@@ -794,6 +804,56 @@ static void local_node_data(const problem *p, const local_data *d, const local_m
     }
 }
 
+/* The color of local element e (08_hybrid): the parities of its indices (i, j, k) along x, y, z,
+ * i%2 + 2 (j%2) + 4 (k%2). Two elements that share a node differ by at most 1 in every index, so
+ * two different elements with the same three parities share no node: the elements of one color
+ * add into disjoint rows, and threads may assemble them at once without atomics. */
+static int element_color(const problem *p, const local_data *d, int e)
+{
+    const int id = d->element_ids[e], *nel = p->fem.nel;
+    const int i = id % nel[0], j = id / nel[0] % nel[1], k = id / nel[0] / nel[1];
+    return i % 2 + 2 * (j % 2) + 4 * (k % 2);
+}
+
+/* m->color_ptr, m->by_color: the local elements grouped by color, ascending inside a color */
+static void color_elements(const problem *p, const local_data *d, local_mesh *m)
+{
+    int next[ELEMENT_COLORS] = {0};
+    for (int e = 0; e < d->n_elem; e++)
+        next[element_color(p, d, e)]++;
+    m->color_ptr[0] = 0;
+    for (int c = 0; c < ELEMENT_COLORS; c++) {
+        m->color_ptr[c + 1] = m->color_ptr[c] + next[c];
+        next[c] = m->color_ptr[c];
+    }
+    for (int e = 0; e < d->n_elem; e++)
+        m->by_color[next[element_color(p, d, e)]++] = e;
+}
+
+/* First touch (lecture 03's v1) of what the threads of the solve work on by static shares of the
+ * internal rows: the matrix rows, the right-hand side and the solution, zeroed by the same static
+ * schedule, so that each thread's pages are placed in its NUMA node's memory. The external rows
+ * (assembled partly, never read by the solver) by a second loop. */
+static void first_touch_rows(const local_data *d, local_system *s)
+{
+    const int *restrict row_ptr = s->row_ptr;
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (int i = 0; i < d->n_internal; i++) {
+            for (int k = row_ptr[i]; k < row_ptr[i + 1]; k++)
+                s->val[k] = 0.0;
+            s->rhs[i] = s->t[i] = 0.0;
+        }
+#pragma omp for schedule(static)
+        for (int i = d->n_internal; i < d->n_local; i++) {
+            for (int k = row_ptr[i]; k < row_ptr[i + 1]; k++)
+                s->val[k] = 0.0;
+            s->rhs[i] = s->t[i] = 0.0;
+        }
+    }
+}
+
 /* The local mesh and system of the local data, allocated (the ranks agree on the memory) and
  * built up to the assembly; returns the exit status. */
 static int build_system(const problem *p, const local_data *d, local_mesh *m, local_system *s,
@@ -816,7 +876,9 @@ static int build_system(const problem *p, const local_data *d, local_mesh *m, lo
     if (on_any_rank(failed))
         return out_of_memory(p, rank);
     fill_pattern(d, m, s->row_ptr, s->col_idx);
+    first_touch_rows(d, s);
     local_node_data(p, d, m, s);
+    color_elements(p, d, m);
     return 0;
 }
 
@@ -984,7 +1046,8 @@ static const char *thread_level_name(int level)
 
 /* the four lines on the solver: the variant and its counted reductions, the true residual, the
  * preconditioner (its colors: the fewest and the most over the ranks) with its counted halo
- * exchanges, the MPI thread level (every rank calls: the colors are reduced; rank 0 prints) */
+ * exchanges, the MPI thread level and the OpenMP threads per rank (every rank calls: the colors
+ * are reduced; rank 0 prints) */
 static void print_variant(const options *o, const precond_mpi *m, int per_iteration,
                           int exchanges_per_iteration, double true_relres, int rank)
 {
@@ -998,7 +1061,8 @@ static void print_variant(const options *o, const precond_mpi *m, int per_iterat
     printf("  preconditioner %s, sweeps %d, ordering %s, colors %d..%d, halo exchanges per "
            "iteration %d (counted)\n", precond_name(m->kind), m->sweeps, m->ordering, -global[1],
            global[0], exchanges_per_iteration);
-    printf("  MPI thread level asked FUNNELED, provided %s\n", thread_level_name(o->thread_level));
+    printf("  MPI thread level asked FUNNELED, provided %s; OpenMP threads per rank %d\n",
+           thread_level_name(o->thread_level), omp_get_max_threads());
     fflush(stdout);
 }
 
@@ -1030,6 +1094,49 @@ static int setup_precond(const problem *p, const local_data *d, const local_syst
     return agree(exit_status, msg, rank, n_ranks);
 }
 
+/* ---- the threaded assembly (08_hybrid) ------------------------------------------------------- */
+
+/* Adds the matrix and load of local element e into the rows of its corners (fem3d_assemble's
+ * loop body, lecture 02's kernels); returns nonzero if its Jacobian is not positive. */
+static int add_element(const local_data *d, local_system *s, double cond, int e)
+{
+    const int *node = d->elements + 8L * e;
+    double xyz_e[24], q_e[8], ke[64], fe[8];
+    for (int a = 0; a < 8; a++) {                     /* gather the element's corners */
+        for (int k = 0; k < 3; k++)
+            xyz_e[3 * a + k] = s->xyz[3L * node[a] + k];
+        q_e[a] = s->q[node[a]];
+    }
+    if (fem3d_element(xyz_e, cond, q_e, ke, fe) != 0)
+        return 1;
+    for (int a = 0; a < 8; a++) {                     /* scatter into the local system */
+        s->rhs[node[a]] += fe[a];
+        for (int b = 0; b < 8; b++)
+            s->val[crs_find(s->row_ptr, s->col_idx, node[a], node[b])] += ke[8 * a + b];
+    }
+    return 0;
+}
+
+/* The local matrix and load over the local elements (val and rhs hold zeros on entry), by the
+ * team of threads: color by color, one `omp for` over the elements of a color, whose implied
+ * barrier ends it. No two elements of a color share a row (element_color), so the threads never
+ * add into the same entry at once. Every entry gets at most one element of each color, added
+ * color by color: the same sums as fem3d_assemble's element by element, in another order (equal
+ * to rounding), and the same bits for any number of threads. Returns nonzero if an element is
+ * degenerate. */
+static int assemble_by_colors(const problem *p, const local_data *d, const local_mesh *m,
+                              local_system *s)
+{
+    int bad = 0;
+#pragma omp parallel
+    for (int c = 0; c < ELEMENT_COLORS; c++) {
+#pragma omp for schedule(static) reduction(| : bad)
+        for (int k = m->color_ptr[c]; k < m->color_ptr[c + 1]; k++)
+            bad |= add_element(d, s, p->fem.cond, m->by_color[k]);
+    }
+    return bad;
+}
+
 /* ---- the program ----------------------------------------------------------------------------- */
 
 /* The check of the tables, assembly, solution and output on one rank; returns the exit status
@@ -1046,9 +1153,9 @@ static int solve(const problem *p, const local_data *d, const local_mesh *m, loc
         return 2;
     memset(s->t, 0, d->n_local * sizeof(double));          /* the initial guess */
 
-    /* the unchanged serial kernels on the local elements, quads and rows */
-    int bad = fem3d_assemble(d->n_elem, d->elements, s->xyz, p->fem.cond, s->q, s->row_ptr,
-                             s->col_idx, s->val, s->rhs);
+    /* fem3d's element kernel on the local elements by a team of threads, color by color; the
+     * serial kernels on the flux-face quads (few) and the rows */
+    int bad = assemble_by_colors(p, d, m, s);
     if (on_any_rank(bad != 0)) {
         report(rank, "degenerate elements (det J <= 0): DX DY DZ too small");
         return 1;

@@ -5,7 +5,14 @@
  * The C twin of course/solvers/krylov.py plugged with course/parallel/reductions.py: the same
  * operations in the same order, so the same iterates up to rounding, and the same dot products in
  * each reduction. The Fortran twin (src_fortran/06_pipecg/cg_mpi.f90) has the same names and
- * arguments. */
+ * arguments.
+ *
+ * Hybrid MPI + OpenMP (lecture 08_hybrid): cg_variant_mpi runs the solve in ONE parallel region
+ * of omp_get_max_threads() threads per rank (OMP_NUM_THREADS), every loop over the rows an
+ * `omp for schedule(static)`, MPI called by the master thread only (MPI_THREAD_FUNNELED, which
+ * the caller must have asked MPI_Init_thread for). The dot products are summed in thread order:
+ * for a given number of threads (and ranks) a run gives the same bits every time. Call it outside
+ * a parallel region. */
 #ifndef COURSE_CG_MPI_H
 #define COURSE_CG_MPI_H
 #include <mpi.h>

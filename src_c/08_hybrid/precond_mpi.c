@@ -1,8 +1,8 @@
 /* The parallel preconditioners of lecture 08_hybrid (precond_mpi.h): Jacobi, localized IC(0)
  * (block Jacobi over the ranks) and additive Schwarz sweeps (ASDD) around it. The IC(0) of a rank
  * is 04_iccg's: the internal block A_ii ordered (ordering.c), permuted, split into D, L, U,
- * factored once (ic0_factor, ic0_transpose) and applied with the colored sweeps ic0_forward, ic0_backward.
- * On one rank A_ii is the whole matrix: bjacobi-ic0 is the serial ICCG of 04_iccg. */
+ * factored once (ic0_factor, ic0_transpose) and applied with the colored sweeps ic0_forward,
+ * ic0_backward. On one rank A_ii is the whole matrix: bjacobi-ic0 is the serial ICCG of 04_iccg. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -238,6 +238,18 @@ static int factor_block(precond_mpi *p)
 
 /* ---- setup ----------------------------------------------------------------------------------- */
 
+/* First touch of a vector of n entries that the solve's threads work on by static shares of the
+ * rows: zeroed by the same static schedule, so that each thread's pages are placed in its NUMA
+ * node's memory (lecture 03's v1). NULL (not allocated) is skipped. */
+static void first_touch(int n, double *restrict v)
+{
+    if (v == NULL)
+        return;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++)
+        v[i] = 0.0;
+}
+
 int precond_setup(int kind, int sweeps, const char *ordering, int colors, int n_internal,
                   int n_local, const int *restrict row_ptr, const int *restrict col_idx,
                   const double *restrict val, precond_mpi *p)
@@ -259,6 +271,7 @@ int precond_setup(int kind, int sweeps, const char *ordering, int colors, int n_
     int failed = 0, status = 0;
     if (kind == PRECOND_DIAGONAL) {
         p->dinv = alloc_array(n_internal, sizeof(double), &failed);
+        first_touch(n_internal, p->dinv);
         if (!failed)
             jacobi_inverse_diagonal(n_internal, row_ptr, col_idx, val, p->dinv);
     } else {
@@ -272,9 +285,13 @@ int precond_setup(int kind, int sweeps, const char *ordering, int colors, int n_
     }
     if (failed && status == 0)
         status = PRECOND_OUT_OF_MEMORY;
-    if (status != 0)
+    if (status != 0) {
         precond_free(p);
-    return status;
+        return status;
+    }
+    first_touch(n_internal, p->permuted), first_touch(n_internal, p->solved);
+    first_touch(n_internal, p->t), first_touch(n_internal, p->bt);
+    return 0;
 }
 
 void precond_free(precond_mpi *p)
@@ -338,13 +355,14 @@ void precond_apply(const precond_mpi *p, const double *restrict r, double *restr
     /* ASDD: each sweep corrects z by B applied to the residual of the whole local rows, whose
      * external columns hold the neighbours' latest z: the ranks' blocks talk through the halo. */
     for (int sweep = 1; sweep < p->sweeps; sweep++) {
+        /* z is complete: the implied barrier of the `omp for` that wrote it last */
 #pragma omp master
         {                                      /* MPI_THREAD_FUNNELED: the master thread only */
             halo_exchange(n_neighbours, neighbours, import_ptr, import_index, export_ptr,
                           export_index, z, send_buf, recv_buf, comm);
             (*exchanges)++;
         }
-#pragma omp barrier
+#pragma omp barrier                            /* every thread sees the received entries */
         local_residual(p, r, z, p->t);
         block_solve(p, p->t, p->bt);
 #pragma omp for schedule(static)

@@ -13,8 +13,10 @@
  *   asdd-ic0 K    additive Schwarz sweeps around the same B (K >= 1; K = 1 is bjacobi-ic0):
  *                     z = B r; K-1 times: halo exchange of z, t = r - A z, z += B t
  *                 (K-1 halo exchanges per application)
- * The loops of precond_apply are orphaned `omp for` (like ic0_forward), so that they can run
- * inside a parallel region that covers the whole iteration; outside one, one thread does them. */
+ * The loops of precond_apply are orphaned `omp for` (like ic0_forward): cg_variant_mpi calls it
+ * from every thread of its parallel region (the whole solve), which share the rows; the halo
+ * exchanges of asdd-ic0 are made by the master thread between barriers (MPI_THREAD_FUNNELED).
+ * Outside a parallel region one thread does it all. */
 #ifndef COURSE_PRECOND_MPI_H
 #define COURSE_PRECOND_MPI_H
 #include <mpi.h>
@@ -69,7 +71,9 @@ int precond_setup(int kind, int sweeps, const char *ordering, int colors, int n_
 
 /* z = M^-1 r for the internal rows (r: n internal entries; z: n_local entries, its external ones
  * are overwritten by the halo exchanges of asdd-ic0). The halo arguments are those of
- * halo_exchange (halo.h). *exchanges += the halo exchanges made (K-1 for asdd-ic0, else 0). */
+ * halo_exchange (halo.h). *exchanges += the halo exchanges made (K-1 for asdd-ic0, else 0; the
+ * master thread counts). Inside a parallel region every thread of the team calls it, with the
+ * same arguments (r and z complete: written before a barrier); z is complete on return. */
 void precond_apply(const precond_mpi *p, const double *restrict r, double *restrict z,
                    int n_neighbours, const int *restrict neighbours,
                    const int *restrict import_ptr, const int *restrict import_index,
