@@ -69,6 +69,7 @@ program fem3d_mpi
                        MPI_Allreduce, MPI_Bcast, MPI_INTEGER, MPI_DOUBLE_PRECISION, MPI_SUM, &
                        MPI_MIN, MPI_MAX, MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, &
                        MPI_THREAD_SERIALIZED
+    use omp_lib, only: omp_get_max_threads
     use course_fem3d, only: fem3d_assemble, fem3d_face_flux
     use course_crs, only: crs_dirichlet
     use course_halo, only: halo_exchange
@@ -1042,7 +1043,8 @@ contains
             ', colors ' // c_d(fewest) // '..' // c_d(most) // ', halo exchanges per ' // &
             'iteration ' // c_d(exchanges_per_iteration) // ' (counted)'
         write(output_unit, '(a)') '  MPI thread level asked FUNNELED, provided ' // &
-            thread_level_name(thread_level)
+            thread_level_name(thread_level) // '; OpenMP threads per rank ' // &
+            c_d(omp_get_max_threads())
     end subroutine print_variant
 
     ! the name of an MPI_THREAD_... level
