@@ -941,23 +941,29 @@ contains
 
     ! --- the threaded assembly (08_hybrid) -----------------------------------------------------
 
-    ! First touch (lecture 03's v1): every thread zeroes the matrix rows, right-hand side and
-    ! solution entries of its static share of the internal rows, the rows that its loops in CG
-    ! (cg_mpi.f90) use, so that their pages are placed in its NUMA node's memory; the external
-    ! rows after them, by one thread.
+    ! First touch (lecture 03's v1) of what the threads of the solve work on by static shares of
+    ! the internal rows: the matrix rows, the right-hand side and the solution, zeroed by the same
+    ! static schedule, so that each thread's pages are placed in its NUMA node's memory. The
+    ! external rows (assembled partly, never read by the solver) by a second loop.
     subroutine first_touch()
         integer :: i
 
-        !$omp parallel do schedule(static)
+        !$omp parallel
+        !$omp do schedule(static)
         do i = 1, local%n_internal
             val(row_ptr(i):row_ptr(i + 1) - 1) = 0.0_dp
             rhs(i) = 0.0_dp
             t(i) = 0.0_dp
         end do
-        !$omp end parallel do
-        val(row_ptr(local%n_internal + 1):) = 0.0_dp
-        rhs(local%n_internal + 1:) = 0.0_dp
-        t(local%n_internal + 1:) = 0.0_dp
+        !$omp end do
+        !$omp do schedule(static)
+        do i = local%n_internal + 1, local%n_local
+            val(row_ptr(i):row_ptr(i + 1) - 1) = 0.0_dp
+            rhs(i) = 0.0_dp
+            t(i) = 0.0_dp
+        end do
+        !$omp end do
+        !$omp end parallel
     end subroutine first_touch
 
     ! The color of local element e, 1 .. 8: 1 + mod(i, 2) + 2 mod(j, 2) + 4 mod(k, 2) for the grid
