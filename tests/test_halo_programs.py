@@ -110,14 +110,15 @@ TRUE_LINE = re.compile(r"^  true relative residual (\S+) \(\|\|b - A x\|\| / \|\
                        r"recomputed\)$")
 PRECOND_LINE = re.compile(r"^  preconditioner (\S+), sweeps (\d+), ordering (\S+), colors "
                           r"(\d+)\.\.(\d+), halo exchanges per iteration (-?\d+) \(counted\)$")
-THREAD_LINE = re.compile(r"^  MPI thread level asked FUNNELED, provided (\S+)$")
+THREAD_LINE = re.compile(r"^  MPI thread level asked FUNNELED, provided (\S+); OpenMP threads per "
+                         r"rank (\d+)$")
 
 
 def solver_lines(lines: list[str]) -> dict:
     """The four lines on the solver (lines 7 to 10 of the summary): algorithm, reductions, the
     reductions counted per iteration, the true relative residual, the preconditioner with its
     sweeps, ordering, colors (fewest, most over the ranks) and the halo exchanges counted per
-    iteration, the MPI thread level provided."""
+    iteration, the MPI thread level provided and the OpenMP threads per rank (rank 0's)."""
     assert len(lines) >= SUMMARY_LINES, lines
     m = VARIANT_LINE.match(lines[6])
     assert m, lines[6]
@@ -130,7 +131,7 @@ def solver_lines(lines: list[str]) -> dict:
     return {"algorithm": m[1], "reductions": m[2], "reductions_per_iteration": int(m[3]),
             "true_relres": float(t[1]), "precond": p[1], "sweeps": int(p[2]), "ordering": p[3],
             "colors": (int(p[4]), int(p[5])), "halo_exchanges_per_iteration": int(p[6]),
-            "thread_level": level[1]}
+            "thread_level": level[1], "threads": int(level[2])}
 
 
 def assert_default_solver(lines: list[str], eps: float = 1e-10) -> None:
@@ -145,6 +146,7 @@ def assert_default_solver(lines: list[str], eps: float = 1e-10) -> None:
     assert lines[8] == "  preconditioner diagonal, sweeps 1, ordering natural, colors 1..1, halo " \
                        "exchanges per iteration 1 (counted)", lines[8]
     assert s["thread_level"] in ("FUNNELED", "SERIALIZED", "MULTIPLE"), lines[9]
+    assert s["threads"] == 1, lines[9]                   # mpiexec() sets OMP_NUM_THREADS=1
 
 
 # --- the same answers as the serial program -------------------------------------------------------
