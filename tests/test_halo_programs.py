@@ -46,10 +46,12 @@ def program(name: str) -> Path:
     return native.binary(name)
 
 
-def mpiexec(n: int, name: str, *args, cwd, **kwargs) -> subprocess.CompletedProcess:
-    """`mpiexec -n N PROGRAM ARGS` with one OpenMP thread per rank (2 cores here)."""
-    env = env_with(OMP_NUM_THREADS=1, OMPI_MCA_mpi_yield_when_idle=1,
-                   MPIEXEC_TIMEOUT=MPI_TIMEOUT - 20)
+def mpiexec(n: int, name: str, *args, cwd, threads: int = 1, extra_env: dict | None = None,
+            **kwargs) -> subprocess.CompletedProcess:
+    """`mpiexec -n N PROGRAM ARGS` with `threads` OpenMP threads per rank (default one: 2 cores
+    here), and the variables of extra_env."""
+    env = env_with(OMP_NUM_THREADS=threads, OMPI_MCA_mpi_yield_when_idle=1,
+                   MPIEXEC_TIMEOUT=MPI_TIMEOUT - 20, **(extra_env or {}))
     return run(["mpiexec", "-n", n, program(name), *args], cwd=cwd, env=env,
                timeout=MPI_TIMEOUT, **kwargs)
 
