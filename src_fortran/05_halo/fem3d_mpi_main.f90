@@ -27,20 +27,24 @@
 ! that touch them (for blocks: the block plus one layer of elements where a neighbour lies), the
 ! other nodes of those elements (external, owned by a neighbour), and the tables of the halo
 ! exchange. For blocks it builds them itself; from files it reads them. From there on both go the
-! same way: it assembles with the serial kernels on its local elements, so that its internal rows
-! are the serial ones, and solves with cg_variant_mpi (06_pipecg/cg_mpi.f90). ALGORITHM (pcg,
-! chronopoulos-gear, gropp or pipelined: lecture 06_pipecg), blocking (MPI_Allreduce) or
+! same way: it assembles with the serial element kernel on its local elements, so that its internal
+! rows are the serial ones (to rounding), and solves with cg_variant_mpi (06_pipecg/cg_mpi.f90).
+! Hybrid MPI + OpenMP (lecture 08_hybrid): every rank assembles and solves with a team of
+! OMP_NUM_THREADS threads: the elements by 8 colors (no two elements of a color share a node), the
+! solve in one parallel region (cg_mpi.f90); MPI is called by the master thread only. ALGORITHM
+! (pcg, chronopoulos-gear, gropp or pipelined: lecture 06_pipecg), blocking (MPI_Allreduce) or
 ! iallreduce (MPI_Iallreduce + MPI_Wait), and replace=N (residual replacement every N iterations,
 ! N > 0), in any order after INPUT, choose the variant; a missing one is pcg, blocking, or no
 ! replacement. Rank 0 prints fem3d's summary (global numbers), a line on the partition, and four
 ! lines on the solver: the algorithm, the reductions, the global sums counted per iteration; the
 ! true relative residual ||b - A x|| / ||b||; the preconditioner, its sweeps, ordering, the fewest
-! and most colors over the ranks and the halo exchanges counted per iteration; the MPI thread
-! level (the program asks for MPI_THREAD_FUNNELED and stops with status 2 if the library provides
-! less). Any other word after INPUT that does not end in .pvtu is an error. With OUTPUT.pvtu every
-! rank writes its piece STEM_r.vtu and rank 0 the parallel file that lists them (ParaView). Exit
-! status: 0 converged, 1 not converged (or out of memory), 2 bad input (an IC(0) breakdown
-! included), local data, output file or MPI thread level; always the same on every rank.
+! and most colors over the ranks and the halo exchanges counted per iteration; the MPI thread level
+! (the program asks for MPI_THREAD_FUNNELED and stops with status 2 if the library provides less)
+! and the OpenMP threads per rank. Any other word after INPUT that does not end in .pvtu is an
+! error. With OUTPUT.pvtu every rank writes its piece STEM_r.vtu and rank 0 the parallel file that
+! lists them (ParaView). Exit status: 0 converged, 1 not converged (or out of memory), 2 bad input
+! (an IC(0) breakdown included), local data, output file or MPI thread level; always the same on
+! every rank.
 
 ! Ending MPI on every path out of the program, the input reader's `stop 2` included (a module
 ! procedure: a pointer to an internal procedure of the program would need gfortran's trampolines,
@@ -69,8 +73,9 @@ program fem3d_mpi
                        MPI_Allreduce, MPI_Bcast, MPI_INTEGER, MPI_DOUBLE_PRECISION, MPI_SUM, &
                        MPI_MIN, MPI_MAX, MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, &
                        MPI_THREAD_SERIALIZED
-    use course_fem3d, only: fem3d_assemble, fem3d_face_flux
-    use course_crs, only: crs_dirichlet
+    use omp_lib, only: omp_get_max_threads
+    use course_fem3d, only: fem3d_element, fem3d_face_flux
+    use course_crs, only: crs_dirichlet, crs_find
     use course_halo, only: halo_exchange
     use course_cg_mpi, only: cg_variant_mpi, cg_algorithm_name, cg_algorithm_from_name, CG_PCG
     use course_input, only: input_file, input_open, input_close, input_line, input_parse_ints, &
@@ -178,9 +183,13 @@ program fem3d_mpi
     end if
     call build_local_mesh()
     call build_pattern()
-    ! zeros (t: the initial guess of CG; g = 0: T = 0 on the fixed face), a constant source q
-    allocate(val(row_ptr(local%n_local + 1) - 1), rhs(local%n_local), g(local%n_local), &
-             t(local%n_local), send_buf(local%export_ptr(local%n_neighbours + 1) - 1), &
+    ! zeros (t: the initial guess of CG; g = 0: T = 0 on the fixed face), a constant source q;
+    ! val, rhs and t are first written by the threads that will use their rows (first_touch)
+    allocate(val(row_ptr(local%n_local + 1) - 1), rhs(local%n_local), t(local%n_local), &
+             stat=alloc_stat)
+    call agree_allocation(alloc_stat)
+    call first_touch()
+    allocate(g(local%n_local), send_buf(local%export_ptr(local%n_neighbours + 1) - 1), &
              recv_buf(local%n_local - local%n_internal), source=0.0_dp, stat=alloc_stat)
     call agree_allocation(alloc_stat)
     allocate(q(local%n_local), source=p%qvol, stat=alloc_stat)
@@ -189,9 +198,9 @@ program fem3d_mpi
     call agree(check_local_halo(local, t, send_buf, recv_buf, name, comm, message), message)
     t = 0.0_dp
 
-    ! the serial kernels, on the local elements: the internal rows come out as the serial ones
-    if (any_rank(fem3d_assemble(local%n_elem, local%elements, xyz, p%cond, q, row_ptr, col_idx, &
-                                val, rhs) /= 0)) then
+    ! the serial element kernel, on the local elements, by colors with the threads (08_hybrid):
+    ! the internal rows come out as the serial ones, to rounding
+    if (any_rank(assemble_by_colors() /= 0)) then
         if (rank == 0) write(error_unit, '(a)') PROG // &
             ': degenerate elements (det J <= 0): DX DY DZ too small'
         call stop_all(1)
@@ -930,6 +939,118 @@ contains
         end do
     end subroutine sort_by_global_number
 
+    ! --- the threaded assembly (08_hybrid) -----------------------------------------------------
+
+    ! First touch (lecture 03's v1) of what the threads of the solve work on by static shares of
+    ! the internal rows: the matrix rows, the right-hand side and the solution, zeroed by the same
+    ! static schedule, so that each thread's pages are placed in its NUMA node's memory. The
+    ! external rows (assembled partly, never read by the solver) by a second loop.
+    subroutine first_touch()
+        integer :: i
+
+        !$omp parallel
+        !$omp do schedule(static)
+        do i = 1, local%n_internal
+            val(row_ptr(i):row_ptr(i + 1) - 1) = 0.0_dp
+            rhs(i) = 0.0_dp
+            t(i) = 0.0_dp
+        end do
+        !$omp end do
+        !$omp do schedule(static)
+        do i = local%n_internal + 1, local%n_local
+            val(row_ptr(i):row_ptr(i + 1) - 1) = 0.0_dp
+            rhs(i) = 0.0_dp
+            t(i) = 0.0_dp
+        end do
+        !$omp end do
+        !$omp end parallel
+    end subroutine first_touch
+
+    ! The color of local element e, 1 .. 8: 1 + mod(i, 2) + 2 mod(j, 2) + 4 mod(k, 2) for the grid
+    ! indices (i, j, k) of its corner with the smallest indices. Two elements of one color are
+    ! never neighbours (they differ by 2 or more along some axis), so they share no node.
+    integer function element_color(e)
+        integer, intent(in) :: e
+        integer :: ijk(3)
+
+        ijk = minval(node_ijk(:, local%elements(:, e)), dim=2)
+        element_color = 1 + mod(ijk(1), 2) + 2 * mod(ijk(2), 2) + 4 * mod(ijk(3), 2)
+    end function element_color
+
+    ! The local elements by color: those of color c are color_elems(color_ptr(c) :
+    ! color_ptr(c+1)-1), in increasing number.
+    subroutine color_elements(color_ptr, color_elems)
+        integer, intent(out) :: color_ptr(9), color_elems(:)
+        integer :: e, c, next(8)
+
+        next = 0
+        do e = 1, local%n_elem                          ! count the elements of each color
+            c = element_color(e)
+            next(c) = next(c) + 1
+        end do
+        color_ptr(1) = 1
+        do c = 1, 8
+            color_ptr(c + 1) = color_ptr(c) + next(c)
+        end do
+        next = color_ptr(1:8)
+        do e = 1, local%n_elem                          ! and list them
+            c = element_color(e)
+            color_elems(next(c)) = e
+            next(c) = next(c) + 1
+        end do
+    end subroutine color_elements
+
+    ! fem3d_assemble (02_fem3d) with the threads: one `omp do` over the elements of each color,
+    ! each element added into the CRS rows (and rhs entries) of its 8 nodes, without atomics: no
+    ! two elements of a color share a node, so no two threads write the same row at once. Every
+    ! entry gets its elements' terms in the order of the colors (one element per color at most),
+    ! whatever the number of threads; the serial order is that of the elements, so the sums agree
+    ! with the serial assembly to rounding. Returns 0, or -e for the degenerate element e
+    ! (det J <= 0) of the smallest number.
+    integer(c_int) function assemble_by_colors() result(status)
+        integer :: color_ptr(9), c, j, first_bad
+        integer, allocatable :: color_elems(:)
+
+        allocate(color_elems(local%n_elem), stat=alloc_stat)
+        call agree_allocation(alloc_stat)
+        call color_elements(color_ptr, color_elems)
+        first_bad = huge(first_bad)
+        !$omp parallel private(c)
+        do c = 1, 8
+            !$omp do schedule(static) reduction(min : first_bad)
+            do j = color_ptr(c), color_ptr(c + 1) - 1
+                if (.not. add_element(color_elems(j))) first_bad = min(first_bad, color_elems(j))
+            end do
+            !$omp end do
+        end do
+        !$omp end parallel
+        status = 0
+        if (first_bad < huge(first_bad)) status = -first_bad
+    end function assemble_by_colors
+
+    ! Adds the matrix and load of local element e into val and rhs (fem3d_assemble's loop body);
+    ! .false. if its Jacobian is not positive
+    logical function add_element(e)
+        integer, intent(in) :: e
+        real(dp) :: xyz_e(3, 8), q_e(8), ke(8, 8), fe(8)
+        integer :: a, b, k, row
+
+        do a = 1, 8                                     ! gather the element's corners
+            xyz_e(:, a) = xyz(:, local%elements(a, e))
+            q_e(a) = q(local%elements(a, e))
+        end do
+        add_element = fem3d_element(xyz_e, p%cond, q_e, ke, fe) == 0
+        if (.not. add_element) return
+        do a = 1, 8                                     ! scatter into the rows of its nodes
+            row = local%elements(a, e)
+            rhs(row) = rhs(row) + fe(a)
+            do b = 1, 8
+                k = crs_find(row_ptr, col_idx, row, local%elements(b, e))
+                val(k) = val(k) + ke(b, a)
+            end do
+        end do
+    end function add_element
+
     ! --- the preconditioner (08_hybrid) ---------------------------------------------------------
 
     ! precond_setup on the internal rows of every rank; the ranks agree on the outcome: an error
@@ -1042,7 +1163,8 @@ contains
             ', colors ' // c_d(fewest) // '..' // c_d(most) // ', halo exchanges per ' // &
             'iteration ' // c_d(exchanges_per_iteration) // ' (counted)'
         write(output_unit, '(a)') '  MPI thread level asked FUNNELED, provided ' // &
-            thread_level_name(thread_level)
+            thread_level_name(thread_level) // '; OpenMP threads per rank ' // &
+            c_d(omp_get_max_threads())
     end subroutine print_variant
 
     ! the name of an MPI_THREAD_... level

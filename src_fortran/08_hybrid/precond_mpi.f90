@@ -14,8 +14,10 @@
 !   asdd-ic0 K    additive Schwarz sweeps around the same B (K >= 1; K = 1 is bjacobi-ic0):
 !                     z = B r; K-1 times: halo exchange of z, t = r - A z, z = z + B t
 !                 (K-1 halo exchanges per application)
-! The loops of precond_apply are orphaned `omp do` (like ic0_forward), so that they can run
-! inside a parallel region that covers the whole iteration; outside one, one thread does them.
+! The loops of precond_apply are orphaned `omp do` (like ic0_forward): cg_variant_mpi calls it
+! from every thread of its parallel region (the whole solve), which share the rows; the halo
+! exchanges of asdd-ic0 are made by the master thread between barriers (MPI_THREAD_FUNNELED).
+! Outside a parallel region one thread does it all.
 module course_precond_mpi
     use, intrinsic :: iso_c_binding, only: c_int, c_long, c_double
     use mpi_f08, only: MPI_Comm
@@ -161,6 +163,7 @@ function precond_setup(kind, sweeps, ordering, colors, n_internal, n_local, row_
     if (kind == PRECOND_DIAGONAL) then
         allocate(p%dinv(n_internal), stat=alloc_stat)
         if (alloc_stat /= 0) return
+        call first_touch(p%dinv)
         call jacobi_inverse_diagonal(n_internal, row_ptr, col_idx, val, p%dinv)
         status = 0
         return
@@ -174,8 +177,27 @@ function precond_setup(kind, sweeps, ordering, colors, n_internal, n_local, row_
     end if
     if (alloc_stat == 0) status = order_block(p, which, colors, row_ptr, col_idx)
     if (status == 0) status = factor_block(p, row_ptr, col_idx, val)
-    if (status /= 0) call precond_free(p)
+    if (status /= 0) then
+        call precond_free(p)
+        return
+    end if
+    call first_touch(p%permuted)
+    call first_touch(p%solved)
 end function precond_setup
+
+! First touch of a vector that the solve's threads work on by static shares of the rows: zeroed
+! by the same static schedule, so that each thread's pages are placed in its NUMA node's memory
+! (lecture 03's v1).
+subroutine first_touch(v)
+    real(c_double), intent(inout) :: v(:)
+    integer :: i
+
+    !$omp parallel do schedule(static)
+    do i = 1, size(v)
+        v(i) = 0.0_c_double
+    end do
+    !$omp end parallel do
+end subroutine first_touch
 
 ! Frees what precond_setup allocated (p may be empty).
 subroutine precond_free(p)
@@ -382,7 +404,9 @@ end function factor_block
 ! z = M^-1 r for the internal rows (r: n internal entries; z: n_local entries, its external ones
 ! are overwritten by the halo exchanges of asdd-ic0). The halo arguments are those of
 ! halo_exchange (halo.f90), the buffers included. exchanges = exchanges + the halo exchanges made
-! (K-1 for asdd-ic0, else 0).
+! (K-1 for asdd-ic0, else 0; the master thread counts). Inside a parallel region every thread of
+! the team calls it, with the same arguments (r and z complete: written before a barrier); z is
+! complete on return.
 subroutine precond_apply(p, r, z, n_neighbours, neighbours, import_ptr, import_index, &
                          export_ptr, export_index, send_buf, recv_buf, comm, exchanges)
     type(precond_mpi), intent(inout) :: p
@@ -411,13 +435,14 @@ subroutine precond_apply(p, r, z, n_neighbours, neighbours, import_ptr, import_i
     ! ASDD: each sweep corrects z by B applied to the residual of the whole local rows, whose
     ! external columns hold the neighbours' latest z: the ranks' blocks talk through the halo.
     do sweep = 2, p%sweeps
+        ! z is complete: the implied barrier of the `omp do` that wrote it last
         !$omp master
         ! MPI_THREAD_FUNNELED: the master thread only
         call halo_exchange(n_neighbours, neighbours, import_ptr, import_index, export_ptr, &
                            export_index, z, send_buf, recv_buf, comm)
         exchanges = exchanges + 1
         !$omp end master
-        !$omp barrier
+        !$omp barrier                                    ! every thread sees the received entries
         call permuted_residual(p, r, z)                 ! z = z + B (r - A z)
         call block_solve(p)
         call add_unpermuted(p, z)
