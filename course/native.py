@@ -1046,6 +1046,24 @@ def ic0_apply(lang, color_ptr, lower_ptr, lower_col, fac_lower, upper_ptr, upper
     return z
 
 
+def ic0_apply_prepared(lang, color_ptr, lower_ptr, lower_col, fac_lower, upper_ptr, upper_col,
+                       fac_upper, fac_diag, r, z):
+    """A function of no arguments that computes z = M^-1 r (ic0_apply) with the kernel of `lang`,
+    its arguments checked (the coloring too: a scan of every entry) and shifted once, here: for a
+    preconditioner applied at every iteration (course.parallel.precond)."""
+    ic0_apply(lang, color_ptr, lower_ptr, lower_col, fac_lower, upper_ptr, upper_col, fac_upper,
+              fac_diag, r, z)                             # checks everything, and runs once
+    n, ncolor = fac_diag.shape[0], color_ptr.shape[0] - 1
+    shifted = _shift(lang, color_ptr, lower_ptr, lower_col, upper_ptr, upper_col)
+    arrays = (*shifted[:3], fac_lower, *shifted[3:], fac_upper, fac_diag, r, z)
+    kernel = load(lang).ic0_apply                          # (the closure keeps the arrays alive)
+
+    def run() -> None:
+        if kernel(n, ncolor, *(_p(a) for a in arrays)) < 0:
+            raise MemoryError(f"ic0_apply ({lang}) could not allocate 1 / fac_diag (n = {n})")
+    return run
+
+
 def iccg(lang, color_ptr, diag, lower, upper, fac_diag, fac_lower, fac_upper, b, tol=1e-8,
          max_iter=None):
     """ICCG (x0 = 0) on the split matrix (lower, upper: course.sparse.CRS parts) with its IC(0)

@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import PYTHON, ROOT, assert_one_error, run, run_course
+from conftest import PYTHON, ROOT, assert_one_error, env_with, run, run_course
 from course import problems
 from course.fem import fvm
 from course.parallel import precond
@@ -64,6 +64,58 @@ def test_one_sweep_is_the_serial_ic0():
     z = iccg.ic0_apply(factor, r[order.perm], order.color_ptr, "numba")
     assert np.array_equal(m(r), ordering.unpermute_vector(z, order.perm))
     assert m.colors == order.colors and m.name == "bjacobi-ic0" and m.sweeps == 1
+
+
+@pytest.mark.compiled
+@pytest.mark.parametrize("lang", ["c", "fortran"])
+def test_compiled_substitutions_checked_once_give_the_same_z(lang):
+    """C and Fortran check the factor once (native.ic0_apply_prepared) and reuse its buffers: every
+    application gives the Numba kernels' z, a new array each time."""
+    a = fvm.poisson(6, 5, 4, lang="numpy", fmt="crs").full_crs()
+
+    class Rows:
+        row_ptr, col_idx, val, n_rows = a.row_ptr, a.col_idx, a.val, a.n
+    options = dict(ordering_name="cm-rcm", colors=3)
+    reference = precond.preconditioner(Rows, "bjacobi-ic0", **options)
+    compiled = precond.preconditioner(Rows, "bjacobi-ic0", lang=lang, **options)
+    rng = np.random.default_rng(2)
+    first, second = rng.standard_normal(a.n), rng.standard_normal(a.n)
+    z_first = compiled(first)
+    z_second = compiled(second)
+    np.testing.assert_allclose(z_first, reference(first), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(z_second, reference(second), rtol=1e-13, atol=1e-15)
+
+
+BLAS_THREADS = """
+import ctypes, runpy, sys
+sys.argv = ["course", "--help"]
+try:
+    runpy.run_module("course", run_name="__main__")
+except SystemExit:
+    pass
+import numpy
+libs = sorted({line.split()[-1] for line in open("/proc/self/maps")
+               if "openblas" in line.lower() and "/" in line})
+names = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+         "openblas_get_num_threads")
+counts = [getattr(ctypes.CDLL(lib), name)() for lib in libs for name in names
+          if hasattr(ctypes.CDLL(lib), name)]
+print(counts[0] if counts else "none")
+"""
+
+
+@pytest.mark.parametrize("user, expected", [({}, "1"), ({"OPENBLAS_NUM_THREADS": "2"}, "2")])
+def test_the_course_command_keeps_blas_to_one_thread(user, expected):
+    """`python -m course` starts NumPy's OpenBLAS with one thread (its pool, as large as
+    OMP_NUM_THREADS, spun against the OpenMP team of a hybrid rank); a user's setting stays."""
+    env = env_with(OMP_NUM_THREADS=2, **user)
+    if not user:
+        env.pop("OPENBLAS_NUM_THREADS", None)
+    result = run([PYTHON, "-c", BLAS_THREADS], env=env, cwd=ROOT, check=True)
+    threads = result.stdout.strip().splitlines()[-1]
+    if threads == "none":
+        pytest.skip("this NumPy does not use OpenBLAS")
+    assert threads == expected, result.stdout[-300:]
 
 
 @pytest.mark.parametrize("arguments, message", [

@@ -102,12 +102,23 @@ class LocalizedIC0:
         self.colors = numbered.colors
         self.factor = iccg.ic0(iccg.split(ordering.permute(block, self.perm)),
                                "numba" if lang == "numpy" else lang)
+        # the substitutions of every application read and write these, in the block's numbering;
+        # C and Fortran check the factor and its coloring once, here, not at every iteration
+        self.permuted, self.solved = np.zeros(block.n), np.zeros(block.n)
+        self.compiled = None if lang not in native.COMPILED_LANGS else native.ic0_apply_prepared(
+            lang, self.color_ptr, self.factor.lower.row_ptr, self.factor.lower.col_idx,
+            self.factor.lower.val, self.factor.upper.row_ptr, self.factor.upper.col_idx,
+            self.factor.upper.val, self.factor.d, self.permuted, self.solved)
 
     def solve_block(self, r: np.ndarray) -> np.ndarray:
         """B r: the two substitutions of the local factor, in the domain's own numbering."""
-        z = iccg.ic0_apply(self.factor, np.ascontiguousarray(r[self.perm]), self.color_ptr,
-                           self.lang)
-        return ordering.unpermute_vector(z, self.perm)
+        np.take(r, self.perm, out=self.permuted)
+        if self.compiled is not None:
+            self.compiled()
+            solved = self.solved
+        else:
+            solved = iccg.ic0_apply(self.factor, self.permuted, self.color_ptr, self.lang)
+        return ordering.unpermute_vector(solved, self.perm)
 
     # [asdd_sweeps]
     def __call__(self, r: np.ndarray) -> np.ndarray:
