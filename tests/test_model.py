@@ -26,6 +26,31 @@ def test_iteration_adds_up_its_parts():
     assert alone["halo"] == 0 and alone["reductions"] == 0
 
 
+def test_localized_ic0_costs_its_sweeps_and_barriers():
+    """IC(0) (lecture 08): K local solves of two colored substitutions (one SpMV of nonzeros and
+    2 colors barriers each) and K - 1 products with their exchanges; K = 1 without barriers is
+    lecture 06's "about one SpMV"."""
+    per_rank, ranks = 1e6 / 8, 8
+    spmv = per_rank * 27e-9
+    exchange = model.iteration(C, "pcg", False, 1e6, ranks)["halo"]
+    one = model.iteration(C, "pcg", False, 1e6, ranks, precond="ic0")
+    assert one["precond"] == pytest.approx(spmv)
+    three = model.iteration(C, "pcg", False, 1e6, ranks, precond="ic0", sweeps=3, colors=10,
+                            t_barrier=1e-6)
+    assert three["precond"] == pytest.approx(3 * (spmv + 20e-6) + 2 * (spmv + exchange))
+    assert three["halo"] == pytest.approx(3 * exchange)
+    assert three["compute"] - one["compute"] == pytest.approx(three["precond"] - spmv - 2 * exchange)
+    # more work before the wait hides more of the pipelined reduction, never less
+    many = np.array([2, 64, 4096, 2**20])
+    hidden = [model.iteration(C, "pipelined", True, 1e8, many, precond="ic0", sweeps=k)["reductions"]
+              for k in (1, 2, 3)]
+    assert np.all(hidden[1] <= hidden[0]) and np.all(hidden[2] <= hidden[1])
+    assert np.any(hidden[2] < hidden[0])
+    for bad in ({"sweeps": 0}, {"colors": 0}, {"t_barrier": -1.0}):
+        with pytest.raises(ValueError, match="need sweeps >= 1"):
+            model.iteration(C, "pcg", False, 1e6, ranks, precond="ic0", **bad)
+
+
 def test_only_hidden_reductions_shrink_with_iallreduce():
     many = np.array([2, 64, 4096, 2**20])
     for algorithm in ALGORITHMS:
@@ -77,6 +102,10 @@ def test_match_seed_share():
     assert factor > 0 and scaled.allreduce_a == pytest.approx(C.allreduce_a * factor)
     with pytest.raises(ValueError):
         model.match_seed_share(C, 1.5)
+    ic0 = {"sweeps": 2, "colors": 10, "t_barrier": 1e-6}       # matched with its preconditioner
+    scaled, _ = model.match_seed_share(C, 0.15, 128, **ic0)
+    part = model.seed_prediction(scaled, "pcg", False, [128], **ic0)
+    assert part["reductions"][0] / part["total"][0] == pytest.approx(0.15)
 
 
 def test_seed_tables_reproduce_the_papers_ratio_tables():

@@ -337,6 +337,7 @@ static void local_residual(const precond_mpi *p, const double *restrict r,
     }
 }
 
+/* [precond_apply] */
 void precond_apply(const precond_mpi *p, const double *restrict r, double *restrict z,
                    int n_neighbours, const int *restrict neighbours,
                    const int *restrict import_ptr, const int *restrict import_index,
@@ -370,3 +371,4 @@ void precond_apply(const precond_mpi *p, const double *restrict r, double *restr
             z[i] += p->bt[i];
     }
 }
+/* [precond_apply] */

@@ -407,6 +407,7 @@ end function factor_block
 ! (K-1 for asdd-ic0, else 0; the master thread counts). Inside a parallel region every thread of
 ! the team calls it, with the same arguments (r and z complete: written before a barrier); z is
 ! complete on return.
+! [precond_apply]
 subroutine precond_apply(p, r, z, n_neighbours, neighbours, import_ptr, import_index, &
                          export_ptr, export_index, send_buf, recv_buf, comm, exchanges)
     type(precond_mpi), intent(inout) :: p
@@ -448,6 +449,7 @@ subroutine precond_apply(p, r, z, n_neighbours, neighbours, import_ptr, import_i
         call add_unpermuted(p, z)
     end do
 end subroutine precond_apply
+! [precond_apply]
 
 ! p%permuted = r in the new numbering: permuted(new) = r(perm(new))
 subroutine permute(p, r)
