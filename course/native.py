@@ -199,6 +199,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "fem3d_pattern": (None, [_c_int, _c_int, _c_int, _ptr, _ptr]),
         "fem3d_assemble": (_c_int, [_c_int, _ptr, _ptr, _c_double, _ptr, _ptr, _ptr, _ptr, _ptr]),
         "fem3d_face_flux": (None, [_c_int, _ptr, _ptr, _c_double, _ptr]),
+        "fem3d_nakajima_source": (None, [_c_int, _ptr, _ptr, _c_double, _ptr]),
+        "fem3d_element_source_load": (_c_int, [_c_int, _ptr, _ptr, _ptr, _ptr]),
         "stream_init": (None, [_c_int, _ptr, _ptr, _ptr]),
         "stream_copy": (None, [_c_int, _ptr, _ptr]),
         "stream_triad": (None, [_c_int, _c_double, _ptr, _ptr, _ptr]),
@@ -555,6 +557,46 @@ def fem3d_face_flux(lang, faces, xyz, qflux, rhs) -> None:
     check_array(rhs, "rhs", REAL, n_node, writeable=True)
     (fc,) = _index_base(lang, faces)
     load(lang).fem3d_face_flux(faces.shape[0], _p(fc), _p(xyz), qflux, _p(rhs))
+
+
+def _check_elements(elements, xyz) -> int:
+    """elements (n_elem, 8) int32 with at least one element, node numbers within xyz (n_node, 3)
+    float64 of finite numbers; returns n_node."""
+    check_table(elements, "elements", INT, 8)
+    if elements.shape[0] == 0:
+        raise ValueError("elements must hold at least one element")
+    check_table(xyz, "xyz", REAL, 3)
+    _check_finite(xyz, "xyz")
+    _check_nodes(elements, "elements", xyz.shape[0])
+    return xyz.shape[0]
+
+
+def fem3d_nakajima_source(lang, elements, xyz, qvol) -> np.ndarray:
+    """The heat generation of Nakajima's FEM course code on each element, qvol |x_c + y_c|
+    ((x_c, y_c, z_c) the mean of its 8 corners): (n_elem) float64."""
+    _check_elements(elements, xyz)
+    qvol = check_real(qvol, "qvol")
+    q_elem = np.empty(elements.shape[0])
+    (el,) = _index_base(lang, elements)
+    load(lang).fem3d_nakajima_source(elements.shape[0], _p(el), _p(xyz), qvol, _p(q_elem))
+    return q_elem
+
+
+def fem3d_element_source_load(lang, elements, xyz, q_elem, rhs=None) -> np.ndarray:
+    """Adds the load of a source constant on each element, q_elem (n_elem) float64, into rhs
+    (a new zero array when not given): rhs_a += q_elem[e] * integral of N_a over element e.
+    Returns rhs; ValueError for an element with a non-positive Jacobian."""
+    n_node = _check_elements(elements, xyz)
+    check_array(q_elem, "q_elem", REAL, elements.shape[0])
+    _check_finite(q_elem, "q_elem")
+    rhs = np.zeros(n_node) if rhs is None else check_array(rhs, "rhs", REAL, n_node, writeable=True)
+    (el,) = _index_base(lang, elements)
+    status = load(lang).fem3d_element_source_load(elements.shape[0], _p(el), _p(xyz), _p(q_elem),
+                                                  _p(rhs))
+    if status < 0:
+        raise ValueError(f"elements: element {-status - 1} is inverted or degenerate "
+                         f"(det J <= 0 at a Gauss point)")
+    return rhs
 
 
 def check_dirichlet_rows(fixed, row_ptr, col_idx) -> None:

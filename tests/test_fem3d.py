@@ -750,6 +750,11 @@ def _flux(lang, faces=FACES, xyz=XYZ, qflux=1.0, rhs=None):
     return native.fem3d_face_flux(lang, faces, xyz, qflux, rhs)
 
 
+def _source_load(lang, elements=EL, xyz=XYZ, q_elem=None, rhs=None):
+    q_elem = np.ones(len(elements)) if q_elem is None else q_elem
+    return native.fem3d_element_source_load(lang, elements, xyz, q_elem, rhs)
+
+
 def _dirichlet(lang, fixed=FIXED, g=None, row_ptr=RP, col_idx=CI, val=None, rhs=None):
     g = np.zeros(NN) if g is None else g
     val = np.ones(len(col_idx)) if val is None else val
@@ -854,6 +859,22 @@ CASES = {
     "flux-rhs-short": (lambda L: _flux(L, rhs=np.zeros(NN - 1)), ValueError, "rhs"),
     "flux-rhs-float32": (lambda L: _flux(L, rhs=np.zeros(NN, np.float32)), TypeError, "rhs"),
     "flux-rhs-readonly": (lambda L: _flux(L, rhs=readonly(np.zeros(NN))), ValueError, "rhs"),
+    # fem3d_nakajima_source, fem3d_element_source_load
+    "nakajima-qvol-nan": (lambda L: native.fem3d_nakajima_source(L, EL, XYZ, float("nan")),
+                          ValueError, "qvol"),
+    "nakajima-elements-too-big": (lambda L: native.fem3d_nakajima_source(
+        L, with_(EL, (2, 3), NN), XYZ, 1.0), ValueError, "elements"),
+    "source-load-q-elem-short": (lambda L: _source_load(L, q_elem=np.ones(len(EL) - 1)),
+                                 ValueError, "q_elem"),
+    "source-load-q-elem-nan": (lambda L: _source_load(L, q_elem=with_(np.ones(len(EL)), 1,
+                                                                      np.nan)),
+                               ValueError, "q_elem"),
+    "source-load-elements-negative": (lambda L: _source_load(L, elements=with_(EL, (0, 0), -1)),
+                                      ValueError, "elements"),
+    "source-load-elements-inverted": (lambda L: _source_load(L, xyz=MIRRORED), ValueError,
+                                      "elements"),
+    "source-load-rhs-readonly": (lambda L: _source_load(L, rhs=readonly(np.zeros(NN))),
+                                 ValueError, "rhs"),
     # crs_dirichlet
     "dirichlet-fixed-bool": (lambda L: _dirichlet(L, fixed=FIXED.astype(bool)), TypeError, "fixed"),
     "dirichlet-fixed-int64": (lambda L: _dirichlet(L, fixed=FIXED.astype(np.int64)), TypeError,
@@ -972,6 +993,36 @@ def test_nakajima_source_is_constant_on_each_element_at_its_centroid():
         expected = np.zeros(box.n_node)
         np.add.at(expected, box.elements, np.repeat(q[:, None] * volume / 8, 8, axis=1))
         assert np.allclose(load, expected, rtol=1e-13, atol=0), lang
+
+
+@pytest.mark.compiled
+def test_nakajima_kernels_of_c_and_fortran_are_the_numpy_ones():
+    """fem3d_nakajima_source and fem3d_element_source_load of C and Fortran against numpy's
+    nakajima_source and element_source_load (and each other) to 1e-12, on an odd box whose
+    interior nodes are moved (non-affine elements) and whose origin is shifted so that x + y
+    changes sign inside it (the |.| matters); the load adds to what rhs holds."""
+    box = mesh.box_mesh(3, 2, 4, 0.3, 0.5, 0.2)
+    rng = np.random.default_rng(7)
+    i, j, k = box.node_ijk()
+    interior = (i > 0) & (i < 3) & (j > 0) & (j < 2) & (k > 0) & (k < 4)
+    xyz = box.xyz + [-0.55, -0.3, 0.1]
+    xyz[interior] += rng.uniform(-0.25, 0.25, (interior.sum(), 3)) * [0.3, 0.5, 0.2]
+    xyz = np.ascontiguousarray(xyz)
+    q = assembly.nakajima_source(box.elements, xyz, 1.7)
+    centroid = xyz[box.elements].mean(axis=1)
+    x_plus_y = centroid[:, 0] + centroid[:, 1]
+    assert np.any(x_plus_y < 0) and np.any(x_plus_y > 0)
+    expected = assembly.element_source_load(box.elements, xyz, q, "numpy")
+    start = np.linspace(-1.0, 1.0, box.n_node)
+    results = {}
+    for lang in ("c", "fortran"):
+        assert_rel_close(native.fem3d_nakajima_source(lang, box.elements, xyz, 1.7), q,
+                         what=f"{lang} source")
+        results[lang] = assembly.element_source_load(box.elements, xyz, q, lang)
+        assert_rel_close(results[lang], expected, what=f"{lang} load")
+        added = native.fem3d_element_source_load(lang, box.elements, xyz, q, start.copy())
+        assert_rel_close(added, start + expected, what=f"{lang} load added to rhs")
+    assert_rel_close(results["fortran"], results["c"], what="load, Fortran vs C")
 
 
 def test_nakajima_source_solution_is_symmetric_and_the_same_in_every_language():

@@ -1,19 +1,21 @@
 """Lecture 02_fem3d, compiled side: the standalone programs fem3d_c and fem3d_f (right answers, the
 same output from C and Fortran, a readable VTK file, one clear line on stderr and exit status 2 on
-bad input) and the raw C and Fortran kernels (fem3d_element, fem3d_pattern, fem3d_assemble,
-fem3d_face_flux, crs_dirichlet, stream_*) called through ctypes, against each other and against a
-small numpy reference written here."""
+bad input; with the word nakajima on line 3, Python's answer for Nakajima's heat source) and the
+raw C and Fortran kernels (fem3d_element, fem3d_pattern, fem3d_assemble, fem3d_face_flux,
+crs_dirichlet, stream_*) called through ctypes, against each other and against a small numpy
+reference written here."""
 
 from __future__ import annotations
 
 import ctypes
 import re
+from functools import cache
 
 import numpy as np
 import pytest
 
 from conftest import ROOT, assert_rel_close, env_with, limit_memory, run_program
-from course import native
+from course import native, problems
 
 PROGRAMS = [pytest.param("fem3d_c", id="c"), pytest.param("fem3d_f", id="fortran")]
 FACES = ("xmin", "xmax", "ymin", "ymax", "zmin", "zmax")
@@ -56,6 +58,33 @@ def parse_summary(stdout: str) -> dict:
     m = re.search(r"max nodal error (\S+)", stdout)
     assert m, stdout
     out["error"] = float(m[1])
+    return out
+
+
+NAKAJIMA_LINE = re.compile(r"^  T = 0 on (\w+), heat flux \S+ into (\w+), source (\S+) "
+                           r"\|x_c \+ y_c\| \(nakajima\), conductivity \S+$")
+
+
+def parse_nakajima_summary(stdout: str) -> dict:
+    """The summary with line 3's SOURCE nakajima: the problem line says so, max T has no exact
+    value beside it and no error line follows (lines 1-4 of the summary)."""
+    lines = stdout.splitlines()
+    out = {}
+    m = re.search(r"(\d+) x (\d+) x (\d+) elements, (\d+) unknowns, (\d+) nonzeros", lines[0])
+    assert m, lines
+    out["nel"] = tuple(map(int, m.groups()[:3]))
+    out["unknowns"], out["nnz"] = int(m[4]), int(m[5])
+    m = NAKAJIMA_LINE.match(lines[1])
+    assert m, lines[1]
+    out["fixed"], out["flux_face"], out["qvol"] = m[1], m[2], float(m[3])
+    m = re.match(r"^  CG: (\d+) iterations, relative residual (\S+) \((converged|NOT converged)\)$",
+                 lines[2])
+    assert m, lines[2]
+    out["iterations"], out["relres"], out["status"] = int(m[1]), float(m[2]), m[3]
+    m = re.match(r"^  max T = (\S+)   \(no exact solution for this source\)$", lines[3])
+    assert m, lines[3]
+    out["t_max"] = float(m[1])
+    assert "should be" not in stdout and "nodal error" not in stdout, stdout
     return out
 
 
@@ -122,13 +151,60 @@ def _same_text(stdout: str) -> str:
     return re.sub(r"\((C|Fortran)\)", "(LANG)", stdout)
 
 
-@pytest.mark.parametrize("case", ["example", *MODEL_CASES])
+# line 3's SOURCE nakajima: QVOL |x_c + y_c| on each element (NX NY NZ, DX DY DZ, COND QVOL, QFLUX,
+# FIXED), a mesh that is not a cube and a flux too
+NAKAJIMA = ("4 3 5", "0.25 0.2 0.3", "1.3 2.0", "0.5", "xmax")
+
+
+def nakajima_text(eps="1e-10"):
+    nel, size, material, qflux, face = NAKAJIMA
+    return input_text(nel, size, f"{material} nakajima", qflux, face, eps)
+
+
+@cache
+def python_nakajima(eps: float = 1e-10) -> dict:
+    """`python -m course solve fem3d --source nakajima` on the mesh of NAKAJIMA (its function,
+    course.problems.fem3d, called here: the same code without the start-up of a process)."""
+    nel, size, material, qflux, face = NAKAJIMA
+    (nx, ny, nz), (dx, dy, dz) = map(int, nel.split()), map(float, size.split())
+    cond, qvol = map(float, material.split())
+    return problems.fem3d(nx, ny, nz, "numpy", dx=dx, dy=dy, dz=dz, cond=cond, qvol=qvol,
+                          qflux=float(qflux), fixed_face=face, tol=eps, warm_up=False,
+                          source="nakajima")
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_nakajima_source_gives_pythons_answer(name, binaries, tmp_path):
+    """COND QVOL nakajima: Python's T max (to 1e-8 relative; the program prints 10 digits) and
+    iterations (within 1), max T alone (no exact solution, no error); the word constant is the
+    default, character for character."""
+    (tmp_path / "nakajima.dat").write_text(nakajima_text())
+    result = run_program(binaries[name], "nakajima.dat", cwd=tmp_path)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    s = parse_nakajima_summary(result.stdout)
+    ref = python_nakajima()
+    assert s["unknowns"] == ref["unknowns"] and s["nnz"] == ref["nnz"]
+    assert (s["fixed"], s["flux_face"], s["qvol"]) == ("xmax", "xmin", 2.0)
+    assert s["status"] == "converged" and s["relres"] <= 1e-10
+    assert abs(s["iterations"] - ref["iterations"]) <= 1, (s["iterations"], ref["iterations"])
+    assert s["t_max"] == pytest.approx(ref["t_max"], rel=1e-8)
+    assert len(result.stdout.splitlines()) == 4, result.stdout
+    (tmp_path / "constant.dat").write_text(input_text(material="1.0 1.0 constant"))
+    (tmp_path / "plain.dat").write_text(GOOD)
+    outputs = [run_program(binaries[name], f"{case}.dat", cwd=tmp_path, check=True).stdout
+               for case in ("constant", "plain")]
+    assert outputs[0] == outputs[1]
+
+
+@pytest.mark.parametrize("case", ["example", *MODEL_CASES, "nakajima"])
 def test_c_and_fortran_print_the_same(binaries, tmp_path, case):
     """With one thread (OpenMP reductions add their partial sums in a run-dependent order) both
     programs do the same floating-point operations in the same order: the summaries are identical
     up to the language label, and so are the VTK files, byte for byte."""
     if case == "example":
         text = EXAMPLE.read_text()
+    elif case == "nakajima":
+        text = nakajima_text()
     else:
         text = input_text(*MODEL_CASES[case], eps="1e-10")
     (tmp_path / "case.dat").write_text(text)
@@ -275,6 +351,8 @@ BAD_INPUTS = {
     "cond-negative": (input_text(material="-2.0 1.0"), 3, "COND must be positive"),
     "cond-nan": (input_text(material="NaN 1.0"), 3, "'NaN'"),
     "qvol-inf": (input_text(material="1.0 -inf"), 3, "'-inf'"),
+    "source-unknown": (input_text(material="1.0 1.0 nakajma"), 3,
+                       "unknown heat source 'nakajma': expected constant or nakajima"),
     "qflux-abc": (input_text(qflux="abc"), 4, "'abc'"),
     "qflux-inf": (input_text(qflux="Infinity"), 4, "'Infinity'"),
     "face-unknown": (input_text(face="top"), 5,

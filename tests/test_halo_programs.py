@@ -5,8 +5,8 @@ partition line, and the four lines on the solver: cg_variant_mpi of 06_pipecg, p
 reductions when the command line names no variant, the diagonal preconditioner of 08_hybrid when
 the input has no line 8 with one halo exchange per iteration, the MPI thread level), their .pvtu
 output (every element in exactly one piece, the serial temperatures at every point of every
-piece) and their errors (exit status 2, exactly one line on stderr from the program, never a hang
-or a crash).
+piece), Nakajima's heat source (line 3's word nakajima) on 2 ranks against fem3d_c, and their
+errors (exit status 2, exactly one line on stderr from the program, never a hang or a crash).
 
 Every mpiexec call has a timeout (and MPIEXEC_TIMEOUT, so that mpiexec itself kills a deadlocked
 job), so that a deadlock fails the test instead of hanging the run."""
@@ -28,7 +28,9 @@ from course import native
 from course.fem.mesh import box_mesh
 from course.parallel.local import all_local_data
 from course.parallel.partition import block_partition, quality
-from test_fem3d_programs import input_text, parse_summary, read_vtk   # fem3d's file and summary
+# fem3d's input files and summaries
+from test_fem3d_programs import (input_text, nakajima_text, parse_nakajima_summary, parse_summary,
+                                 read_vtk)
 
 PROGRAMS = ["fem3d_mpi_c", "fem3d_mpi_f"]
 LABELS = {"fem3d_mpi_c": "C", "fem3d_mpi_f": "Fortran"}
@@ -198,6 +200,29 @@ def test_matches_the_serial_program(name, fem3d_c, tmp_path, case):
 
 
 @pytest.mark.parametrize("name", PROGRAMS)
+def test_nakajima_source_on_two_ranks_is_the_serial_answer(name, fem3d_c, tmp_path):
+    """Line 3's SOURCE nakajima: every rank adds the load of QVOL |x_c + y_c| on its local
+    elements; the serial fem3d_c's answer (max T to 1e-10, iterations within 1), max T alone in
+    the summary (one line fewer: no error line)."""
+    (tmp_path / "serial.dat").write_text(nakajima_text())
+    (tmp_path / "case.dat").write_text(nakajima_text() + "2 1 1   PX PY PZ\n")
+    serial = parse_nakajima_summary(run_program(fem3d_c, "serial.dat", cwd=tmp_path,
+                                                check=True).stdout)
+    result = mpiexec(2, name, "case.dat", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    s = parse_nakajima_summary(result.stdout)
+    assert (s["nel"], s["unknowns"], s["nnz"]) == (serial["nel"], serial["unknowns"],
+                                                   serial["nnz"])
+    assert s["status"] == "converged" and s["relres"] <= 1e-10
+    assert abs(s["iterations"] - serial["iterations"]) <= 1, (s["iterations"],
+                                                              serial["iterations"])
+    assert s["t_max"] == pytest.approx(serial["t_max"], rel=1e-10)
+    lines = result.stdout.splitlines()
+    assert len(lines) == SUMMARY_LINES - 1, lines
+    assert PARTITION_LINE.search(lines[4]), lines[4]
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
 def test_example_on_four_ranks(name, fem3d_c, tmp_path):
     """The course's example input (8 x 8 x 8), cut 2 x 2 x 1: the numbers of the specification."""
     example = (native.ROOT / "examples" / "02_fem3d" / "input.dat").read_text()
@@ -356,6 +381,8 @@ BAD_INPUTS = {
                     ("DY must be positive",)),
     "face-unknown": (mpi_input("4 3 5", "1 2 1", face="top")[1], 2, 5, ("expected one of",)),
     "eps-zero": (mpi_input("4 3 5", "1 1 3", eps="0")[1], 3, 6, ("EPS must be positive",)),
+    "source-unknown": (mpi_input("4 3 5", "2 1 1", material="0.6 -2.0 nakajma")[1], 2, 3,
+                       ("unknown heat source 'nakajma': expected constant or nakajima",)),
     "missing-file": (None, 4, None, ("cannot open input file",)),
 }
 

@@ -24,8 +24,8 @@ in one parallel region, MPI from the master thread): 1 rank x 2 threads and 2 ra
 take the iterations and residuals of one thread per rank; every CG variant converges there to the
 same solution; runs with 2 threads give the same bits every time; C, Fortran and Python agree at
 2 threads; the thread line names the threads; and ThreadSanitizer with Archer (the tools of
-course.grading.race_check) finds no data race in the C program's sources on 2 ranks x 2 threads,
-where it does find the one of a barrier removed on purpose.
+course.grading.race_check) finds no data race in the C and the Fortran program's sources on 2
+ranks x 2 threads, where it does find the one of a barrier removed on purpose.
 
 Every mpiexec call has a timeout (the helpers of test_halo_programs)."""
 
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 from functools import cache
@@ -424,8 +425,24 @@ TSAN_SOURCES = ("05_halo/fem3d_mpi_main.c", "05_halo/local_data.c", "05_halo/hal
                 "02_fem3d/fem3d_problem.c", "common/input.c")
 TSAN_INCLUDES = ("include", "common", "02_fem3d", "04_iccg", "05_halo", "06_pipecg", "08_hybrid")
 TSAN_FRAME = re.compile(r"^\s+#\d+ \S+ (\S+?):(\d+)(?::\d+)? \(")
-# the barrier after the master's halo exchange in A v (cg_mpi.c's exchange)
-EXCHANGE_BARRIER = "        c->team->exchanges++;\n    }\n#pragma omp barrier\n"
+# fem3d_mpi_f's sources (src_fortran/CMakeLists.txt: the program, course_halo_fortran, the kernels
+# of libcourse_fortran that it calls, the input libraries), each after the modules it uses
+TSAN_FORTRAN_SOURCES = ("common/cformat.f90", "common/input.f90", "common/crs.f90",
+                        "common/cg.f90", "02_fem3d/fem3d.f90", "02_fem3d/fem3d_problem.f90",
+                        "04_iccg/ordering.f90", "04_iccg/ic0.f90", "05_halo/halo.f90",
+                        "08_hybrid/precond_mpi.f90", "06_pipecg/cg_mpi.f90",
+                        "05_halo/local_data.f90", "05_halo/fem3d_mpi_main.f90")
+# the barrier after the master's halo exchange in A v (cg_mpi.c's and cg_mpi.f90's exchange):
+# program -> (source, the text that ends with the barrier, the barrier's line)
+EXCHANGE_BARRIER = {
+    "fem3d_mpi_c": ("06_pipecg/cg_mpi.c",
+                    "        c->team->exchanges++;\n    }\n#pragma omp barrier\n",
+                    "#pragma omp barrier\n"),
+    "fem3d_mpi_f": ("06_pipecg/cg_mpi.f90",
+                    "        exchanges = exchanges + 1\n        !$omp end master\n"
+                    "        !$omp barrier\n    end subroutine exchange\n",
+                    "        !$omp barrier\n"),
+}
 
 
 def tsan_tools() -> race_check.Tools:
@@ -441,20 +458,34 @@ def tsan_tools() -> race_check.Tools:
         pytest.skip(str(err).splitlines()[0])
 
 
-def build_tsan(folder: Path, replace: dict[str, str] | None = None) -> tuple[Path, set[Path]]:
+def build_tsan(folder: Path, name: str,
+               replace: dict[str, str] | None = None) -> tuple[Path, set[Path]]:
+    """The program `name` under ThreadSanitizer (build_tsan_c, build_tsan_fortran)."""
+    build = build_tsan_c if name == "fem3d_mpi_c" else build_tsan_fortran
+    return build(folder, replace)
+
+
+def tsan_sources(folder: Path, lang_folder: str, names, replace: dict[str, str] | None):
+    """The paths of the sources `names` under src_c or src_fortran (lang_folder); replace: {source:
+    text} writes that text into folder instead, and that copy takes the source's place."""
+    paths = []
+    for name in names:
+        path = ROOT / lang_folder / name
+        if replace and name in replace:
+            path = folder / Path(name).name
+            path.write_text(replace[name])
+        paths.append(path.resolve())
+    return paths
+
+
+def build_tsan_c(folder: Path, replace: dict[str, str] | None = None) -> tuple[Path, set[Path]]:
     """fem3d_mpi_c built by clang through the MPI library's mpicc (OMPI_CC, MPICH_CC) with
     -fsanitize=thread -g and -fopenmp, which with clang links LLVM's libomp (the rpath makes it
     the one of race_check's folder, where Archer is: TSan alone does not know OpenMP's barriers,
     and GCC's libgomp would show races that are not there). replace: {source: text} compiles
     that text in place of the file (a broken copy). Returns the program and its sources."""
     t = tsan_tools()
-    sources = set()
-    for name in TSAN_SOURCES:
-        path = ROOT / "src_c" / name
-        if replace and name in replace:
-            path = folder / Path(name).name
-            path.write_text(replace[name])
-        sources.add(path.resolve())
+    sources = set(tsan_sources(folder, "src_c", TSAN_SOURCES, replace))
     exe = folder / "fem3d_mpi_tsan"
     command = (["mpicc", "-std=c99", "-g", "-O1", "-fno-omit-frame-pointer", "-fsanitize=thread",
                 "-fopenmp"] + [f"-I{ROOT / 'src_c' / d}" for d in TSAN_INCLUDES]
@@ -463,6 +494,42 @@ def build_tsan(folder: Path, replace: dict[str, str] | None = None) -> tuple[Pat
     built = run(command, env=env_with(OMPI_CC=t.clang, MPICH_CC=t.clang), timeout=300)
     assert built.returncode == 0, built.stdout + built.stderr
     return exe, sources
+
+
+def mpif90_flags(kind: str) -> list[str]:
+    """What Open MPI's mpif90 adds to gfortran's command line to compile (kind "compile": the
+    folder of the mpi_f08 module) or to link (kind "link": the MPI libraries), or skip."""
+    if shutil.which("mpif90") is None or shutil.which("gfortran") is None:
+        pytest.skip("no mpif90 or gfortran")
+    shown = run(["mpif90", f"--showme:{kind}"])
+    if shown.returncode != 0:
+        pytest.skip("mpif90 has no --showme (Open MPI's): the flags of the MPI library unknown")
+    return shlex.split(shown.stdout)
+
+
+def build_tsan_fortran(folder: Path,
+                       replace: dict[str, str] | None = None) -> tuple[Path, set[Path]]:
+    """fem3d_mpi_f with ThreadSanitizer: every source compiled by gfortran with -fsanitize=thread
+    -g and -fopenmp and the MPI library's flags (mpif90 --showme:compile), after the modules it
+    uses (their .mod files in folder), then linked by clang with -fsanitize=thread and -fopenmp:
+    LLVM's libomp of race_check's folder, where Archer is (its GOMP_ entry points take the calls
+    that gfortran makes), the MPI library's Fortran libraries (mpif90 --showme:link) and
+    libgfortran. replace as in build_tsan_c. Returns the program and its sources."""
+    t = tsan_tools()
+    compile_flags, link_flags = mpif90_flags("compile"), mpif90_flags("link")
+    sources = tsan_sources(folder, "src_fortran", TSAN_FORTRAN_SOURCES, replace)
+    objects = []
+    for source in sources:
+        objects.append(folder / f"{source.stem}.o")
+        built = run(["gfortran", "-g", "-O1", "-fno-omit-frame-pointer", "-fsanitize=thread",
+                     "-fopenmp", *compile_flags, "-J", folder, "-c", source, "-o", objects[-1]],
+                    cwd=folder, timeout=300)
+        assert built.returncode == 0, built.stdout + built.stderr
+    exe = folder / "fem3d_mpi_tsan"
+    built = run([t.clang, "-fsanitize=thread", "-fopenmp", *objects, "-o", exe, f"-L{t.libdir}",
+                 f"-Wl,-rpath,{t.libdir}", *link_flags, "-lgfortran", "-lm"], timeout=300)
+    assert built.returncode == 0, built.stdout + built.stderr
+    return exe, set(sources)
 
 
 def run_tsan(exe: Path, folder: Path, *words, halt: bool = False) -> subprocess.CompletedProcess:
@@ -497,18 +564,26 @@ def races_in(stderr: str, sources: set[Path]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def tsan_program(tmp_path_factory) -> tuple[Path, set[Path]]:
-    return build_tsan(tmp_path_factory.mktemp("tsan"))
+def tsan_programs(tmp_path_factory):
+    """program name -> (its TSan build, its sources), each built once, when a test first asks."""
+    built = {}
+
+    def program(name: str) -> tuple[Path, set[Path]]:
+        if name not in built:
+            built[name] = build_tsan(tmp_path_factory.mktemp(f"tsan-{name}"), name)
+        return built[name]
+    return program
 
 
 @pytest.mark.parametrize("words", [("pcg", "blocking"), ("gropp", "iallreduce"),
                                    ("pipelined", "iallreduce")], ids=" ".join)
-def test_no_data_race_with_two_threads(tsan_program, words, tmp_path):
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_no_data_race_with_two_threads(tsan_programs, name, words, tmp_path):
     """ThreadSanitizer (happens-before: two unordered accesses, one a write, are reported in
     every run, whatever the timing) sees no race in the course's sources: the assembly by element
     colors, the team's solve, the halo exchanges and global sums of the master thread, the
     colored IC(0) sweeps and the Schwarz sweeps."""
-    exe, sources = tsan_program
+    exe, sources = tsan_programs(name)
     result = run_tsan(exe, tmp_path, *words)
     output = result.stdout + result.stderr
     assert "Archer detected OpenMP application with TSan" in output, output[-3000:]
@@ -520,16 +595,19 @@ def test_no_data_race_with_two_threads(tsan_program, words, tmp_path):
     assert solver_lines(lines)["threads"] == 2
 
 
-def test_race_check_sees_a_missing_barrier(tmp_path):
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_race_check_sees_a_missing_barrier(name, tmp_path):
     """The check can fail: without the barrier after the master's halo exchange in A v, the other
-    threads read the external entries of v while the master unpacks them (halo.c) into them."""
-    original = (ROOT / "src_c" / "06_pipecg" / "cg_mpi.c").read_text()
-    assert original.count(EXCHANGE_BARRIER) == 1
-    broken = original.replace(EXCHANGE_BARRIER, EXCHANGE_BARRIER.replace("#pragma omp barrier\n",
-                                                                         ""))
-    exe, sources = build_tsan(tmp_path, {"06_pipecg/cg_mpi.c": broken})
+    threads read the external entries of v while the master unpacks them (halo.c, halo.f90) into
+    them."""
+    source, text, barrier = EXCHANGE_BARRIER[name]
+    lang_folder = "src_c" if source.endswith(".c") else "src_fortran"
+    original = (ROOT / lang_folder / source).read_text()
+    assert original.count(text) == 1
+    broken = original.replace(text, text.replace(barrier, ""))
+    exe, sources = build_tsan(tmp_path, name, {source: broken})
     result = run_tsan(exe, tmp_path, "pcg", halt=True)
     races = races_in(result.stderr, sources)
-    assert any("halo.c" in race and "cg_mpi.c" in race for race in races), \
-        result.stderr[-3000:]
+    halo, cg = (f"halo{Path(source).suffix}:", f"cg_mpi{Path(source).suffix}:")
+    assert any(halo in race and cg in race for race in races), result.stderr[-3000:]
     assert result.returncode != 0

@@ -488,8 +488,10 @@ def element_source_load_numba(elements, xyz, q_elem):
 
 
 def element_source_load(elements, xyz, q_elem, lang="numpy") -> np.ndarray:
-    """The nodal load of a source constant on each element (numpy; numba for the other languages:
-    the course's C and Fortran programs have their own loop)."""
+    """The nodal load of a source constant on each element, q_elem[e] on element e: numpy, numba,
+    or the kernel fem3d_element_source_load of C or Fortran."""
+    if check_lang(lang) in native.COMPILED_LANGS:
+        return native.fem3d_element_source_load(lang, elements, xyz, q_elem)
     if lang == "numpy":
         return element_source_load_numpy(elements, xyz, q_elem)
     rhs, bad = element_source_load_numba(elements, xyz, q_elem)

@@ -155,6 +155,50 @@ int fem3d_assemble(int n_elem, const int *restrict elements, const double *restr
 }
 /* [fem3d_assemble] */
 
+/* [fem3d_nakajima_source]
+ * The heat generation of Nakajima's FEM course code, constant on each element:
+ *   q_elem[e] = qvol |x_c + y_c|,  (x_c, y_c, z_c) the centroid of element e (the mean of its 8
+ * corners). */
+void fem3d_nakajima_source(int n_elem, const int *restrict elements, const double *restrict xyz,
+                           double qvol, double *restrict q_elem)
+{
+    for (int e = 0; e < n_elem; e++) {
+        const int *node = elements + 8 * (long)e;
+        double x_sum = 0.0, y_sum = 0.0;
+        for (int a = 0; a < 8; a++) {
+            x_sum += xyz[3 * (long)node[a]];
+            y_sum += xyz[3 * (long)node[a] + 1];
+        }
+        q_elem[e] = qvol * fabs(x_sum / 8.0 + y_sum / 8.0);
+    }
+}
+/* [fem3d_nakajima_source] */
+
+/* [fem3d_element_source_load]
+ * Adds the load of a heat source constant on each element, q_elem[e] on element e, into rhs:
+ *   rhs_a += q_elem[e] * integral of N_a over element e,
+ * which is fem3d_element's load fe with the nodal source q_elem[e] at all 8 corners (the N_c sum
+ * to 1). Returns 0, or -(e+1) for the first element e whose Jacobian is not positive. */
+int fem3d_element_source_load(int n_elem, const int *restrict elements, const double *restrict xyz,
+                              const double *restrict q_elem, double *restrict rhs)
+{
+    for (int e = 0; e < n_elem; e++) {
+        const int *node = elements + 8 * (long)e;
+        double xyz_e[24], q_e[8], ke[64], fe[8];
+        for (int a = 0; a < 8; a++) {                 /* gather the element's corners */
+            for (int d = 0; d < 3; d++)
+                xyz_e[3 * a + d] = xyz[3 * (long)node[a] + d];
+            q_e[a] = q_elem[e];
+        }
+        if (fem3d_element(xyz_e, 0.0, q_e, ke, fe) != 0)
+            return -(e + 1);
+        for (int a = 0; a < 8; a++)
+            rhs[node[a]] += fe[a];
+    }
+    return 0;
+}
+/* [fem3d_element_source_load] */
+
 /* [fem3d_face_flux]
  * Load of a heat flux qflux into the body through n_face bilinear quadrilaterals with the corners
  * faces[4*f + c] (cyclic order), by 2x2 Gauss quadrature on the reference square [-1,1]^2, whose

@@ -1,12 +1,41 @@
 /* fem3d's problem: the six lines of its input file and the exact solution (fem3d_problem.h) */
 #include <limits.h>
+#include <string.h>
 
 #include "fem3d_problem.h"
 
 const char *const FEM3D_FACES[6] = {"xmin", "xmax", "ymin", "ymax", "zmin", "zmax"};
 
+const char *const FEM3D_SOURCES[2] = {"constant", "nakajima"};
+
 const int FEM3D_CORNER[8][3] = {{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {0, 1, 0},
                                 {0, 0, 1}, {1, 0, 1}, {1, 1, 1}, {0, 1, 1}};
+
+/* Line 3, COND QVOL [SOURCE]: the optional third word is SOURCE if it starts with a lowercase
+ * letter (the words of the choices do), else a comment (files written before the word existed
+ * say "COND QVOL" there). */
+static void read_material(input_file *restrict in, fem3d_problem *restrict p)
+{
+    const char *what = "COND QVOL: conductivity, heat source";
+    char line[1024], word[128];
+    input_line(in, line, sizeof line, what);
+    char *cursor = line;
+    double material[2];
+    input_parse_reals(in, &cursor, 2, material, what);
+    input_require_positive(in, material[0], "COND");
+    p->cond = material[0];
+    p->qvol = material[1];
+    p->source = FEM3D_SOURCE_CONSTANT;
+    if (!input_next_word(&cursor, word, sizeof word) || word[0] < 'a' || word[0] > 'z')
+        return;
+    for (int k = 0; k < 2; k++)
+        if (strcmp(word, FEM3D_SOURCES[k]) == 0) {
+            p->source = k;
+            return;
+        }
+    input_fail(in, "unknown heat source '%s': expected constant or nakajima (COND QVOL SOURCE)",
+               word);
+}
 
 void fem3d_read_problem(input_file *restrict in, fem3d_problem *restrict p)
 {
@@ -22,11 +51,7 @@ void fem3d_read_problem(input_file *restrict in, fem3d_problem *restrict p)
     input_require_positive(in, p->size[0], "DX");
     input_require_positive(in, p->size[1], "DY");
     input_require_positive(in, p->size[2], "DZ");
-    double material[2];
-    input_reals(in, 2, material, "COND QVOL: conductivity, heat source");
-    input_require_positive(in, material[0], "COND");
-    p->cond = material[0];
-    p->qvol = material[1];
+    read_material(in, p);
     input_reals(in, 1, &p->qflux, "QFLUX: heat flux through the face opposite to the fixed one");
     p->fixed_face = input_choice(in, 6, FEM3D_FACES, "FIXED: the face with T = 0");
     input_reals(in, 1, &p->eps, "EPS: CG tolerance");

@@ -4,7 +4,9 @@
  *   usage: mpiexec -n P fem3d_mpi_c INPUT [OUTPUT.pvtu] [ALGORITHM] [blocking|iallreduce]
  *                                     [replace=N]
  *
- * INPUT is fem3d's input file (see src_c/02_fem3d/fem3d_main.c) with a 7th line, one of
+ * INPUT is fem3d's input file (see src_c/02_fem3d/fem3d_main.c: its line 3 may name the source,
+ * constant or nakajima; with nakajima every rank adds the load of QVOL |x_c + y_c| on each of its
+ * local elements, and the summary gives max T, no error) with a 7th line, one of
  *   PX PY PZ        number of parts along x, y, z (> 0, PX PY PZ = P, PX <= NX + 1, ...)
  *   local PREFIX    rank r reads its local data from the file PREFIX.r (relative to the current
  *                   folder, or absolute), which `python -m course partition ... --out PREFIX`
@@ -746,6 +748,7 @@ typedef struct {
     long nnz;            /* of all n_local rows */
     int *row_ptr, *col_idx, *fixed;
     double *val, *rhs, *q, *g, *xyz, *t, *t_exact, *send_buf, *recv_buf;
+    double *q_elem;      /* nakajima's source on each local element (line 3's SOURCE) */
 } local_system;
 
 static void alloc_local_mesh(const problem *p, const local_data *d, local_mesh *m, int *failed)
@@ -774,6 +777,7 @@ static void alloc_local_vectors(const local_data *d, local_system *s, int *faile
     s->fixed = alloc_zeroed(n, sizeof(int), failed);
     s->rhs = alloc_zeroed(n, sizeof(double), failed);
     s->q = alloc_zeroed(n, sizeof(double), failed);
+    s->q_elem = alloc_zeroed(d->n_elem, sizeof(double), failed);
     s->g = alloc_zeroed(n, sizeof(double), failed);
     s->xyz = alloc_zeroed(3 * n, sizeof(double), failed);
     s->t = alloc_zeroed(n, sizeof(double), failed);
@@ -786,22 +790,27 @@ static void free_local_system(local_system *s)
 {
     free(s->row_ptr), free(s->col_idx), free(s->fixed), free(s->val), free(s->rhs), free(s->q);
     free(s->g), free(s->xyz), free(s->t), free(s->t_exact), free(s->send_buf), free(s->recv_buf);
+    free(s->q_elem);
 }
 
-/* coordinates, source, fixed flags and the exact solution at the local nodes */
+/* coordinates, source, fixed flags and the exact solution at the local nodes; nakajima's source
+ * on the local elements (the nodal source is 0 then) */
 static void local_node_data(const problem *p, const local_data *d, const local_mesh *m,
                             local_system *s)
 {
+    const int nakajima = p->fem.source == FEM3D_SOURCE_NAKAJIMA;
     const int axis = p->fem.fixed_face / 2;
     const int on_fixed_face = p->fem.fixed_face % 2 ? p->fem.nel[axis] : 0;
     for (int a = 0; a < d->n_local; a++) {
         const int *i = m->grid + 3L * a;
         for (int k = 0; k < 3; k++)
             s->xyz[3L * a + k] = i[k] * p->fem.size[k];
-        s->q[a] = p->fem.qvol;
+        s->q[a] = nakajima ? 0.0 : p->fem.qvol;
         s->fixed[a] = i[axis] == on_fixed_face;
         s->t_exact[a] = fem3d_exact_at(&p->fem, i);
     }
+    if (nakajima)
+        fem3d_nakajima_source(d->n_elem, d->elements, s->xyz, p->fem.qvol, s->q_elem);
 }
 
 /* The color of local element e (08_hybrid): the parities of its indices (i, j, k) along x, y, z,
@@ -999,11 +1008,35 @@ static double max_of(long n, const double *restrict v)
     return m;
 }
 
+/* fem3d's lines 2 to 5: the problem, CG, and the temperature against the exact solution
+ * (constant source), or its maximum alone (nakajima: no exact solution). max: the global max T,
+ * max exact T and max nodal error. */
+static void print_problem(const problem *p, int iters, double relres, const double max[3])
+{
+    const int flux_face = p->fem.fixed_face ^ 1;
+    const char *face = FEM3D_FACES[p->fem.fixed_face], *flux = FEM3D_FACES[flux_face];
+    if (p->fem.source == FEM3D_SOURCE_NAKAJIMA)
+        printf("  T = 0 on %s, heat flux %g into %s, source %g |x_c + y_c| (nakajima), "
+               "conductivity %g\n", face, p->fem.qflux, flux, p->fem.qvol, p->fem.cond);
+    else
+        printf("  T = 0 on %s, heat flux %g into %s, source %g, conductivity %g\n", face,
+               p->fem.qflux, flux, p->fem.qvol, p->fem.cond);
+    printf("  CG: %d iterations, relative residual %.3e (%s)\n", iters, relres,
+           relres <= p->fem.eps ? "converged" : "NOT converged");
+    if (p->fem.source == FEM3D_SOURCE_NAKAJIMA) {
+        printf("  max T = %.10g   (no exact solution for this source)\n", max[0]);
+        return;
+    }
+    printf("  max T = %.10g   should be %.10g\n", max[0], max[1]);
+    printf("  max nodal error %.3e (should be near round-off and the CG tolerance: the elements"
+           " are nodally exact here)\n", max[2]);
+}
+
 /* fem3d's summary with global numbers, and the partition (rank 0 prints) */
 static void print_summary(const problem *p, const local_data *d, const local_system *s,
                           const char *partition, int iters, double relres, int rank, int n_ranks)
 {
-    const int n = d->n_internal, flux_face = p->fem.fixed_face ^ 1;
+    const int n = d->n_internal;
     double err = 0.0;
     for (int a = 0; a < n; a++)
         err = fmax(err, fabs(s->t[a] - s->t_exact[a]));
@@ -1020,14 +1053,7 @@ static void print_summary(const problem *p, const local_data *d, const local_sys
         return;
     printf("fem3d_mpi (C): %d x %d x %d elements, %ld unknowns, %ld nonzeros\n", p->fem.nel[0],
            p->fem.nel[1], p->fem.nel[2], global_sums[0], global_sums[1]);
-    printf("  T = 0 on %s, heat flux %g into %s, source %g, conductivity %g\n",
-           FEM3D_FACES[p->fem.fixed_face], p->fem.qflux, FEM3D_FACES[flux_face], p->fem.qvol,
-           p->fem.cond);
-    printf("  CG: %d iterations, relative residual %.3e (%s)\n", iters, relres,
-           relres <= p->fem.eps ? "converged" : "NOT converged");
-    printf("  max T = %.10g   should be %.10g\n", global_max[0], global_max[1]);
-    printf("  max nodal error %.3e (should be near round-off and the CG tolerance: the elements"
-           " are nodally exact here)\n", global_max[2]);
+    print_problem(p, iters, relres, global_max);
     printf("  ranks %d (%s), internal nodes per rank min %d max %d, neighbours max %d, external "
            "nodes total %ld, bytes per exchange %ld\n", n_ranks, partition, -global_ints[1],
            global_ints[0], global_ints[2], global_sums[2], 8 * global_sums[3]);
@@ -1156,6 +1182,8 @@ static int solve(const problem *p, const local_data *d, const local_mesh *m, loc
     /* fem3d's element kernel on the local elements by a team of threads, color by color; the
      * serial kernels on the flux-face quads (few) and the rows */
     int bad = assemble_by_colors(p, d, m, s);
+    if (bad == 0 && p->fem.source == FEM3D_SOURCE_NAKAJIMA)   /* all local elements, as Python */
+        bad = fem3d_element_source_load(d->n_elem, d->elements, s->xyz, s->q_elem, s->rhs);
     if (on_any_rank(bad != 0)) {
         report(rank, "degenerate elements (det J <= 0): DX DY DZ too small");
         return 1;

@@ -114,15 +114,27 @@ void input_parse_ints(const input_file *in, char *line, int count, int *values, 
 
 void input_reals(input_file *in, int count, double *values, const char *what)
 {
-    char buf[1024], tok[128];
+    char buf[1024];
     input_line(in, buf, sizeof buf, what);
     char *cursor = buf;
+    input_parse_reals(in, &cursor, count, values, what);
+}
+
+void input_parse_reals(const input_file *in, char **cursor, int count, double *values,
+                       const char *what)
+{
+    char tok[128];
     for (int i = 0; i < count; i++) {
-        if (!next_token(&cursor, tok, sizeof tok))
+        if (!next_token(cursor, tok, sizeof tok))
             input_fail(in, "expected %d real number(s) (%s), found %d", count, what, i);
         if (!input_word_real(tok, values + i))
             input_fail(in, "expected a real number (%s), got '%s'", what, tok);
     }
+}
+
+int input_next_word(char **cursor, char *word, int size)
+{
+    return next_token(cursor, word, size);
 }
 
 void input_require_positive(const input_file *in, double value, const char *what)

@@ -30,6 +30,13 @@ void input_parse_ints(const input_file *in, char *line, int count, int *values, 
  * also Fortran's 1.0d-8, not inf, nan or hex): 1, or 0 (and *value unchanged) if it is none */
 int input_word_int(const char *tok, int *value);
 int input_word_real(const char *tok, double *value);
+/* the two halves of input_reals, for a line that may hold a word after the values: parse `count`
+ * reals from *cursor (a line read by input_line) and move it past them; then input_next_word
+ * takes the next word (blanks, tabs and commas separate words) into word (size bytes) and moves
+ * *cursor past it: 1, or 0 if there is none (or it is longer than size - 1 characters) */
+void input_parse_reals(const input_file *in, char **cursor, int count, double *values,
+                       const char *what);
+int input_next_word(char **cursor, char *word, int size);
 /* exit with a message unless value > 0 (`what` names it) */
 void input_require_positive(const input_file *in, double value, const char *what);
 /* read the next line; its first word must be one of the `count` words in `choices`: returns its

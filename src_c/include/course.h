@@ -55,6 +55,10 @@ int fem3d_assemble(int n_elem, const int *restrict elements, const double *restr
                    const int *restrict col_idx, double *restrict val, double *restrict rhs);
 void fem3d_face_flux(int n_face, const int *restrict faces, const double *restrict xyz,
                      double qflux, double *restrict rhs);
+void fem3d_nakajima_source(int n_elem, const int *restrict elements, const double *restrict xyz,
+                           double qvol, double *restrict q_elem);
+int fem3d_element_source_load(int n_elem, const int *restrict elements, const double *restrict xyz,
+                              const double *restrict q_elem, double *restrict rhs);
 
 /* ---- 03_openmp (finite-volume Poisson problem, 7-point stencil; the OpenMP ladder) ---------- */
 /* Cell (i, j, k) of an NX x NY x NZ box is c = i + NX (j + NY k). The matrix is stored as its

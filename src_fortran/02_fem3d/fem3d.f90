@@ -15,6 +15,7 @@ module course_fem3d
     implicit none
     private
     public :: fem3d_element, fem3d_pattern, fem3d_assemble, fem3d_face_flux
+    public :: fem3d_nakajima_source, fem3d_element_source_load
 
     integer, parameter :: dp = c_double
     real(dp), parameter :: XI(8) = [-1, 1, 1, -1, -1, 1, 1, -1]
@@ -211,6 +212,65 @@ function fem3d_assemble(n_elem, elements, xyz, cond, q, row_ptr, col_idx, val, r
     end do
 end function fem3d_assemble
 ! [fem3d_assemble]
+
+! [fem3d_nakajima_source]
+! The heat generation of Nakajima's FEM course code, constant on each element:
+!   q_elem(e) = qvol |x_c + y_c|,  (x_c, y_c, z_c) the centroid of element e (the mean of its 8
+! corners).
+subroutine fem3d_nakajima_source(n_elem, elements, xyz, qvol, q_elem) &
+        bind(C, name="fem3d_nakajima_source")
+    integer(c_int), value, intent(in) :: n_elem
+    integer(c_int), intent(in) :: elements(8, n_elem)
+    real(c_double), intent(in) :: xyz(3, *)
+    real(c_double), value, intent(in) :: qvol
+    real(c_double), intent(out) :: q_elem(n_elem)
+    real(dp) :: x_sum, y_sum
+    integer(c_int) :: e, a
+
+    do e = 1, n_elem
+        x_sum = 0.0_dp
+        y_sum = 0.0_dp
+        do a = 1, 8
+            x_sum = x_sum + xyz(1, elements(a, e))
+            y_sum = y_sum + xyz(2, elements(a, e))
+        end do
+        q_elem(e) = qvol * abs(x_sum / 8.0_dp + y_sum / 8.0_dp)
+    end do
+end subroutine fem3d_nakajima_source
+! [fem3d_nakajima_source]
+
+! [fem3d_element_source_load]
+! Adds the load of a heat source constant on each element, q_elem(e) on element e, into rhs:
+!   rhs_a += q_elem(e) * integral of N_a over element e,
+! which is fem3d_element's load fe with the nodal source q_elem(e) at all 8 corners (the N_c sum
+! to 1). Returns 0, or -e for the first element e whose Jacobian is not positive (C's -(e+1)).
+function fem3d_element_source_load(n_elem, elements, xyz, q_elem, rhs) result(status) &
+        bind(C, name="fem3d_element_source_load")
+    integer(c_int), value, intent(in) :: n_elem
+    integer(c_int), intent(in) :: elements(8, n_elem)
+    real(c_double), intent(in) :: xyz(3, *)
+    real(c_double), intent(in) :: q_elem(n_elem)
+    real(c_double), intent(inout) :: rhs(*)
+    integer(c_int) :: status
+    real(dp) :: xyz_e(3, 8), q_e(8), ke(8, 8), fe(8)
+    integer(c_int) :: e, a
+
+    status = 0
+    do e = 1, n_elem
+        do a = 1, 8                                  ! gather the element's corners
+            xyz_e(:, a) = xyz(:, elements(a, e))
+        end do
+        q_e = q_elem(e)
+        if (fem3d_element(xyz_e, 0.0_dp, q_e, ke, fe) /= 0) then
+            status = -e
+            return
+        end if
+        do a = 1, 8
+            rhs(elements(a, e)) = rhs(elements(a, e)) + fe(a)
+        end do
+    end do
+end function fem3d_element_source_load
+! [fem3d_element_source_load]
 
 ! [fem3d_face_flux]
 ! Load of a heat flux qflux into the body through n_face bilinear quadrilaterals with the corners

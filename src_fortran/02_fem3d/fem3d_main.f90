@@ -6,36 +6,42 @@
 ! INPUT, one group of values per line, anything after them is a comment:
 !   NX NY NZ        number of elements in x, y, z (> 0)
 !   DX DY DZ        element size in x, y, z (> 0)
-!   COND QVOL       thermal conductivity (> 0), volumetric heat source
+!   COND QVOL       thermal conductivity (> 0), volumetric heat source, and optionally the word
+!                   constant (the default: QVOL everywhere) or nakajima (QVOL |x_c + y_c| on
+!                   each element, (x_c, y_c) its centroid: the heat generation of Nakajima's FEM
+!                   course code); another word in lowercase there is an error, any other word a
+!                   comment
 !   QFLUX           heat flux into the body through the face opposite to the fixed one
 !   FIXED           the face with T = 0: xmin, xmax, ymin, ymax, zmin or zmax
 !   EPS             CG tolerance on ||r|| / ||b|| (> 0)
 ! The other four faces are insulated. The exact solution depends only on the distance s from the
 ! flux face (the box is Z thick in that direction):
 !   T(s) = QVOL (Z^2 - s^2) / (2 COND) + QFLUX (Z - s) / COND.
-! Prints a summary that checks the nodal values against it; with OUTPUT.vtk also writes the
+! Prints a summary that checks the nodal values against it (with nakajima, which has no exact
+! solution: the largest temperature only); with OUTPUT.vtk also writes the
 ! temperature as a legacy VTK file (ParaView, meshio). Exit status: 0 converged, 1 not converged
 ! (or out of memory), 2 bad input or output file.
 program fem3d
     use, intrinsic :: iso_fortran_env, only: error_unit, output_unit, int64
     use, intrinsic :: iso_c_binding, only: c_int, c_double
-    use course_fem3d, only: fem3d_pattern, fem3d_assemble, fem3d_face_flux
+    use course_fem3d, only: fem3d_pattern, fem3d_assemble, fem3d_face_flux, fem3d_nakajima_source, &
+                            fem3d_element_source_load
     use course_crs, only: crs_dirichlet
     use course_cg, only: pcg_jacobi
     use course_input, only: input_file, input_open, input_close
     use course_fem3d_problem, only: problem => fem3d_problem, FACES, fem3d_read_problem, axis_of, &
-                                    opposite, face_index, exact_at
+                                    opposite, face_index, exact_at, SOURCE_NAKAJIMA
     use course_cformat, only: c_d, c_e, c_g
     implicit none
     integer, parameter :: dp = c_double
 
     type(problem) :: p
     character(len=:), allocatable :: input_path, output_path
-    integer(c_int) :: n, n_elem, nnz, n_quad, flux_face, max_iter, iters, i, alloc_stat
+    integer(c_int) :: n, n_elem, nnz, n_quad, flux_face, max_iter, iters, alloc_stat
     real(dp), allocatable :: xyz(:, :), val(:), rhs(:), q(:), g(:), t(:), t_exact(:)
     integer(c_int), allocatable :: elements(:, :), quads(:, :), row_ptr(:), col_idx(:), fixed(:)
-    real(dp) :: relres, err
-    character(len=:), allocatable :: status_text
+    real(dp) :: relres
+    logical :: nakajima
     integer :: exit_status
 
     call read_arguments()
@@ -56,11 +62,13 @@ program fem3d
     t = 0.0_dp                                           ! initial guess of CG
 
     call build_mesh(xyz, elements)
-    q = p%qvol                                           ! a constant source
+    nakajima = p%source == SOURCE_NAKAJIMA
+    q = merge(0.0_dp, p%qvol, nakajima)                  ! a constant source, or nakajima's (below)
     call fem3d_pattern(p%nel(1), p%nel(2), p%nel(3), row_ptr, col_idx)
-    if (fem3d_assemble(n_elem, elements, xyz, p%cond, q, row_ptr, col_idx, val, rhs) /= 0) then
-        write(error_unit, '(a)') 'fem3d: degenerate elements (det J <= 0): DX DY DZ too small'
-        stop 1, quiet=.true.
+    if (fem3d_assemble(n_elem, elements, xyz, p%cond, q, row_ptr, col_idx, val, rhs) /= 0) &
+        call degenerate_elements()
+    if (nakajima) then
+        if (add_nakajima_load() /= 0) call degenerate_elements()
     end if
     call face_quads(flux_face, quads)
     call fem3d_face_flux(n_quad, quads, xyz, p%qflux, rhs)
@@ -75,28 +83,8 @@ program fem3d
     if (iters < 0) call out_of_memory()
 
     call exact_solution(t_exact)
-    err = 0.0_dp
-    do i = 1, n
-        err = max(err, abs(t(i) - t_exact(i)))
-    end do
-    if (relres <= p%eps) then
-        status_text = 'converged'
-        exit_status = 0
-    else
-        status_text = 'NOT converged'
-        exit_status = 1
-    end if
-    write(output_unit, '(a)') 'fem3d (Fortran): ' // c_d(p%nel(1)) // ' x ' // c_d(p%nel(2)) // &
-        ' x ' // c_d(p%nel(3)) // ' elements, ' // c_d(n) // ' unknowns, ' // c_d(nnz) // ' nonzeros'
-    write(output_unit, '(a)') '  T = 0 on ' // FACES(p%fixed_face) // ', heat flux ' // &
-        c_g(p%qflux, 6) // ' into ' // FACES(flux_face) // ', source ' // c_g(p%qvol, 6) // &
-        ', conductivity ' // c_g(p%cond, 6)
-    write(output_unit, '(a)') '  CG: ' // c_d(iters) // ' iterations, relative residual ' // &
-        c_e(relres, 3) // ' (' // status_text // ')'
-    write(output_unit, '(a)') '  max T = ' // c_g(maxval(t), 10) // '   should be ' // &
-        c_g(maxval(t_exact), 10)
-    write(output_unit, '(a)') '  max nodal error ' // c_e(err, 3) // &
-        ' (should be near round-off and the CG tolerance: the elements are nodally exact here)'
+    exit_status = merge(0, 1, relres <= p%eps)
+    call print_summary()
     if (allocated(output_path)) then
         if (write_vtk(output_path)) then
             write(output_unit, '(a)') '  wrote ' // output_path
@@ -105,7 +93,6 @@ program fem3d
         end if
     end if
     deallocate(xyz, elements, quads, row_ptr, col_idx, fixed, val, rhs, q, g, t, t_exact)
-    deallocate(status_text)
     if (allocated(output_path)) deallocate(output_path)
     if (exit_status /= 0) stop exit_status, quiet=.true.
 
@@ -143,6 +130,56 @@ contains
         call fem3d_read_problem(in, pr)
         call input_close(in)
     end function read_input
+
+    ! The load of Nakajima's source, QVOL |x_c + y_c| on each element, added into rhs; nonzero
+    ! for a degenerate element.
+    integer(c_int) function add_nakajima_load() result(status)
+        real(dp), allocatable :: q_elem(:)
+
+        allocate(q_elem(n_elem), stat=alloc_stat)
+        if (alloc_stat /= 0) call out_of_memory()
+        call fem3d_nakajima_source(n_elem, elements, xyz, p%qvol, q_elem)
+        status = fem3d_element_source_load(n_elem, elements, xyz, q_elem, rhs)
+        deallocate(q_elem)
+    end function add_nakajima_load
+
+    subroutine degenerate_elements()
+        write(error_unit, '(a)') 'fem3d: degenerate elements (det J <= 0): DX DY DZ too small'
+        stop 1, quiet=.true.
+    end subroutine degenerate_elements
+
+    ! The summary: sizes, problem, CG, and the temperature against the exact solution (constant
+    ! source), or its maximum alone (nakajima: no exact solution)
+    subroutine print_summary()
+        character(len=:), allocatable :: status_text, source_text
+        real(dp) :: err
+
+        if (relres <= p%eps) then
+            status_text = 'converged'
+        else
+            status_text = 'NOT converged'
+        end if
+        source_text = c_g(p%qvol, 6)
+        if (nakajima) source_text = source_text // ' |x_c + y_c| (nakajima)'
+        write(output_unit, '(a)') 'fem3d (Fortran): ' // c_d(p%nel(1)) // ' x ' // &
+            c_d(p%nel(2)) // ' x ' // c_d(p%nel(3)) // ' elements, ' // c_d(n) // ' unknowns, ' // &
+            c_d(nnz) // ' nonzeros'
+        write(output_unit, '(a)') '  T = 0 on ' // FACES(p%fixed_face) // ', heat flux ' // &
+            c_g(p%qflux, 6) // ' into ' // FACES(flux_face) // ', source ' // source_text // &
+            ', conductivity ' // c_g(p%cond, 6)
+        write(output_unit, '(a)') '  CG: ' // c_d(iters) // ' iterations, relative residual ' // &
+            c_e(relres, 3) // ' (' // status_text // ')'
+        if (nakajima) then
+            write(output_unit, '(a)') '  max T = ' // c_g(maxval(t), 10) // &
+                '   (no exact solution for this source)'
+            return
+        end if
+        err = maxval(abs(t - t_exact))
+        write(output_unit, '(a)') '  max T = ' // c_g(maxval(t), 10) // '   should be ' // &
+            c_g(maxval(t_exact), 10)
+        write(output_unit, '(a)') '  max nodal error ' // c_e(err, 3) // &
+            ' (should be near round-off and the CG tolerance: the elements are nodally exact here)'
+    end subroutine print_summary
 
     ! global number of node (ijk(1), ijk(2), ijk(3)), each index counted from 0
     pure integer function node_number(ijk)

@@ -4,8 +4,10 @@
 !   usage: mpiexec -n P fem3d_mpi_f INPUT [OUTPUT.pvtu] [ALGORITHM] [blocking|iallreduce]
 !                                     [replace=N]
 !
-! INPUT is fem3d's input file (NX NY NZ / DX DY DZ / COND QVOL / QFLUX / FIXED / EPS) with a 7th
-! line that says how the nodes are shared among the ranks, either
+! INPUT is fem3d's input file (NX NY NZ / DX DY DZ / COND QVOL [SOURCE] / QFLUX / FIXED / EPS;
+! SOURCE constant or nakajima: with nakajima every rank adds the load of QVOL |x_c + y_c| on each
+! of its local elements, and the summary gives max T, no error) with a 7th line that says how the
+! nodes are shared among the ranks, either
 !
 !   PX PY PZ        blocks: the number of parts along x, y, z (PX * PY * PZ = P). Along x the NX+1
 !                   node indices are cut into PX blocks, block b holding the indices
@@ -74,7 +76,8 @@ program fem3d_mpi
                        MPI_MIN, MPI_MAX, MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, &
                        MPI_THREAD_SERIALIZED
     use omp_lib, only: omp_get_max_threads
-    use course_fem3d, only: fem3d_element, fem3d_face_flux
+    use course_fem3d, only: fem3d_element, fem3d_face_flux, fem3d_nakajima_source, &
+                            fem3d_element_source_load
     use course_crs, only: crs_dirichlet, crs_find
     use course_halo, only: halo_exchange
     use course_cg_mpi, only: cg_variant_mpi, cg_algorithm_name, cg_algorithm_from_name, CG_PCG
@@ -86,7 +89,7 @@ program fem3d_mpi
                                   PRECOND_OUT_OF_MEMORY, PRECOND_TOO_MANY_COLORS, &
                                   PRECOND_BREAKDOWN
     use course_fem3d_problem, only: fem3d_problem, FACES, fem3d_read_problem, axis_of, opposite, &
-                                    face_index, exact_at
+                                    face_index, exact_at, SOURCE_NAKAJIMA
     use course_local_data, only: local_data, read_local_data, check_local_tables, check_local_halo
     use course_cformat, only: c_d, c_e, c_g
     use fem3d_mpi_exit, only: finalize_mpi
@@ -138,7 +141,7 @@ program fem3d_mpi
     ! this rank's local data: its nodes, elements and halo tables (see local_data.f90, halo.f90)
     type(local_data) :: local
     integer, allocatable :: node_ijk(:, :)              ! grid indices (i, j, k) of a local node
-    integer(c_int) :: n_quad, flux_face, max_iter, iters, alloc_stat
+    integer(c_int) :: n_quad, flux_face, max_iter, iters, alloc_stat, assembled
     ! blocks only: this rank's block, its position part(:) among the blocks, the node indices
     ! first..last it owns along each axis, and the nodes lo..hi of its local elements (elements
     ! lo..hi-1); the local number of each node of lo..hi, and the local nodes per slot
@@ -148,6 +151,7 @@ program fem3d_mpi
     ! the local system: the n_local x n_local CRS matrix; only its internal rows go to CG; the
     ! buffers of the halo exchange
     real(dp), allocatable :: xyz(:, :), val(:), rhs(:), q(:), g(:), t(:)
+    real(dp), allocatable :: q_elem(:)                  ! nakajima's source on the local elements
     real(dp), allocatable, asynchronous :: send_buf(:), recv_buf(:)
     integer(c_int), allocatable :: quads(:, :), row_ptr(:), col_idx(:), fixed(:)
     real(dp) :: relres
@@ -192,15 +196,25 @@ program fem3d_mpi
     allocate(g(local%n_local), send_buf(local%export_ptr(local%n_neighbours + 1) - 1), &
              recv_buf(local%n_local - local%n_internal), source=0.0_dp, stat=alloc_stat)
     call agree_allocation(alloc_stat)
-    allocate(q(local%n_local), source=p%qvol, stat=alloc_stat)
+    ! the nodal source: QVOL, or 0 with nakajima's source, QVOL |x_c + y_c| on each local
+    ! element (its load is added after the assembly)
+    allocate(q(local%n_local), source=merge(0.0_dp, p%qvol, p%source == SOURCE_NAKAJIMA), &
+             stat=alloc_stat)
     call agree_allocation(alloc_stat)
+    allocate(q_elem(local%n_elem), source=0.0_dp, stat=alloc_stat)
+    call agree_allocation(alloc_stat)
+    if (p%source == SOURCE_NAKAJIMA) &
+        call fem3d_nakajima_source(local%n_elem, local%elements, xyz, p%qvol, q_elem)
     ! one exchange of the global node numbers: do the ranks' tables fit together?
     call agree(check_local_halo(local, t, send_buf, recv_buf, name, comm, message), message)
     t = 0.0_dp
 
     ! the serial element kernel, on the local elements, by colors with the threads (08_hybrid):
     ! the internal rows come out as the serial ones, to rounding
-    if (any_rank(assemble_by_colors() /= 0)) then
+    assembled = assemble_by_colors()
+    if (assembled == 0 .and. p%source == SOURCE_NAKAJIMA) &      ! all local elements, as Python
+        assembled = fem3d_element_source_load(local%n_elem, local%elements, xyz, q_elem, rhs)
+    if (any_rank(assembled /= 0)) then
         if (rank == 0) write(error_unit, '(a)') PROG // &
             ': degenerate elements (det J <= 0): DX DY DZ too small'
         call stop_all(1)
@@ -227,7 +241,7 @@ program fem3d_mpi
     if (allocated(output_path)) then
         if (.not. write_output(output_path)) exit_status = 2
     end if
-    deallocate(node_ijk, xyz, quads, row_ptr, col_idx, fixed, val, rhs, q, g, t, send_buf, &
+    deallocate(node_ijk, xyz, quads, row_ptr, col_idx, fixed, val, rhs, q, q_elem, g, t, send_buf, &
                recv_buf, name)
     call precond_free(precond)
     if (allocated(output_path)) deallocate(output_path)
@@ -1127,15 +1141,7 @@ contains
         write(output_unit, '(a)') 'fem3d_mpi (Fortran): ' // c_d(p%nel(1)) // ' x ' // &
             c_d(p%nel(2)) // ' x ' // c_d(p%nel(3)) // ' elements, ' // c_d(sums(1)) // &
             ' unknowns, ' // c_d(sums(2)) // ' nonzeros'
-        write(output_unit, '(a)') '  T = 0 on ' // FACES(p%fixed_face) // ', heat flux ' // &
-            c_g(p%qflux, 6) // ' into ' // FACES(flux_face) // ', source ' // c_g(p%qvol, 6) // &
-            ', conductivity ' // c_g(p%cond, 6)
-        write(output_unit, '(a)') '  CG: ' // c_d(iters) // ' iterations, relative residual ' // &
-            c_e(relres, 3) // ' (' // status_text // ')'
-        write(output_unit, '(a)') '  max T = ' // c_g(global_max(1), 10) // '   should be ' // &
-            c_g(global_max(2), 10)
-        write(output_unit, '(a)') '  max nodal error ' // c_e(global_max(3), 3) // &
-            ' (should be near round-off and the CG tolerance: the elements are nodally exact here)'
+        call print_problem(status_text, global_max)
         ! every external node is received once per exchange: 8 bytes each
         write(output_unit, '(a)') '  ranks ' // c_d(n_ranks) // ' (' // partition_name() // &
             '), internal nodes per rank min ' // c_d(mins(1)) // ' max ' // c_d(maxs(1)) // &
@@ -1143,6 +1149,34 @@ contains
             ', bytes per exchange ' // c_d(8_int64 * sums(3))
         deallocate(status_text)
     end subroutine print_summary
+
+    ! fem3d's lines 2 to 5: the problem, CG, and the temperature against the exact solution
+    ! (constant source), or its maximum alone (nakajima: no exact solution). global_max: max T,
+    ! max exact T and max nodal error.
+    subroutine print_problem(status_text, global_max)
+        character(len=*), intent(in) :: status_text
+        real(dp), intent(in) :: global_max(3)
+        character(len=:), allocatable :: source_text
+        logical :: nakajima
+
+        nakajima = p%source == SOURCE_NAKAJIMA
+        source_text = c_g(p%qvol, 6)
+        if (nakajima) source_text = source_text // ' |x_c + y_c| (nakajima)'
+        write(output_unit, '(a)') '  T = 0 on ' // FACES(p%fixed_face) // ', heat flux ' // &
+            c_g(p%qflux, 6) // ' into ' // FACES(flux_face) // ', source ' // source_text // &
+            ', conductivity ' // c_g(p%cond, 6)
+        write(output_unit, '(a)') '  CG: ' // c_d(iters) // ' iterations, relative residual ' // &
+            c_e(relres, 3) // ' (' // status_text // ')'
+        if (nakajima) then
+            write(output_unit, '(a)') '  max T = ' // c_g(global_max(1), 10) // &
+                '   (no exact solution for this source)'
+            return
+        end if
+        write(output_unit, '(a)') '  max T = ' // c_g(global_max(1), 10) // '   should be ' // &
+            c_g(global_max(2), 10)
+        write(output_unit, '(a)') '  max nodal error ' // c_e(global_max(3), 3) // &
+            ' (should be near round-off and the CG tolerance: the elements are nodally exact here)'
+    end subroutine print_problem
 
     ! the four lines on the solver: the variant and its counted reductions, the true residual,
     ! the preconditioner (its colors: the fewest and the most over the ranks) with its counted halo

@@ -8,9 +8,11 @@
 ! called just before the stop, e.g. to call MPI_Finalize on every rank.
 !
 ! input_line and input_parse_ints are the two halves of input_ints, for a line that may hold other
-! things (fem3d_mpi's line 7: PX PY PZ or `local PREFIX`). read_line, parse_int and parse_real serve
-! readers that report errors instead of stopping (05_halo/local_data.f90: one file per MPI rank, so
-! that the ranks must first agree on which of them reports).
+! things (fem3d_mpi's line 7: PX PY PZ or `local PREFIX`); input_line, input_parse_reals and
+! input_next_word those of input_reals, for a line with a word after the values (fem3d's line 3).
+! read_line, parse_int and parse_real serve readers that report errors instead of stopping
+! (05_halo/local_data.f90: one file per MPI rank, so that the ranks must first agree on which of
+! them reports).
 module course_input
     use, intrinsic :: iso_fortran_env, only: dp => real64, int64, error_unit
     use, intrinsic :: ieee_arithmetic, only: ieee_is_finite
@@ -20,6 +22,7 @@ module course_input
     public :: input_file, input_open, input_close, input_ints, input_reals, input_require_positive
     public :: input_choice, input_fail, input_quiet, input_before_exit
     public :: input_line, input_parse_ints, read_line, parse_int, parse_real, max_line
+    public :: input_parse_reals, input_next_word
 
     abstract interface
         subroutine input_exit_hook()
@@ -283,11 +286,24 @@ subroutine input_reals(in, values, what)
     type(input_file), intent(inout) :: in
     real(dp), intent(out) :: values(:)
     character(len=*), intent(in) :: what
-    character(len=:), allocatable :: line, token
-    integer :: i, pos
+    character(len=:), allocatable :: line
+    integer :: pos
 
     call input_line(in, line, what)
     pos = 1
+    call input_parse_reals(in, line, pos, values, what)
+end subroutine input_reals
+
+! Take size(values) reals from line(pos:), `line` the line read last; pos moves past them.
+subroutine input_parse_reals(in, line, pos, values, what)
+    type(input_file), intent(in) :: in
+    character(len=*), intent(in) :: line
+    integer, intent(inout) :: pos
+    real(dp), intent(out) :: values(:)
+    character(len=*), intent(in) :: what
+    character(len=:), allocatable :: token
+    integer :: i
+
     do i = 1, size(values)
         if (.not. next_token(line, pos, token)) &
             call input_fail(in, 'expected ' // c_d(size(values)) // ' real number(s) (' // what // &
@@ -295,7 +311,17 @@ subroutine input_reals(in, values, what)
         if (.not. parse_real(token, values(i))) &
             call input_fail(in, 'expected a real number (' // what // "), got '" // token // "'")
     end do
-end subroutine input_reals
+end subroutine input_parse_reals
+
+! The next word of line(pos:) (blanks, tabs and commas separate words), pos moved past it:
+! .false. if there is none (or it is longer than 127 characters, as in C).
+logical function input_next_word(line, pos, word)
+    character(len=*), intent(in) :: line
+    integer, intent(inout) :: pos
+    character(len=:), allocatable, intent(out) :: word
+
+    input_next_word = next_token(line, pos, word)
+end function input_next_word
 
 ! Stop with a message unless value > 0 (`what` names it); the value is printed like C's "%g".
 subroutine input_require_positive(in, value, what)
