@@ -1,12 +1,14 @@
 """The learner's additive Schwarz sweeps (asdd_apply) under mpiexec (started by
 course.grading.hybrid, never imported by a notebook's kernel):
 
-    mpiexec -n P python -m mpi4py -m course.grading.hybrid_driver LANG FILE CASE/K,K...
+    mpiexec -n P python -m mpi4py -m course.grading.hybrid_driver LANG FILE [LANG FILE...] -- CASE/K,K...
 
 LANG is c or fortran (FILE: the shared library compiled from the learner's source), python (FILE:
 the learner's asdd_apply.py) or, for the tests, course (FILE: -): the sweeps of
 course.parallel.precond behind the learner's interface. A CASE is written by grading.Case.spec,
-followed by the sweeps K to check on it (e.g. 3:metis:5x5x4:-:1/1,2,3).
+followed by the sweeps K to check on it (e.g. 3:metis:5x5x4:-:1/1,2,3). Several (LANG, FILE)
+pairs, variants, run one after the other on the same cases (the tests check several answers in
+one job); each variant stops at its first case that goes wrong (but course: it runs them all).
 
 The cases run one after the other, each in a communicator of its own, on case.ranks ranks of the
 job in descending world order (pipecg_driver.case_members). The problem: pipecg_driver's heat
@@ -23,8 +25,8 @@ sweeps (the last K of the case) as the preconditioner must take the iterations o
 
 Rank 0 of the case reports on stdout, one line per event (course.parallel.mpi_job.report):
 
-    {"event": "start", "case": k}                     the learner's code runs on case k
-    {"event": "result", "case": k, "applications": [...], "iterations": ..., ...}
+    {"event": "start", "variant": j, "case": k}       the learner's code runs on case k
+    {"event": "result", "variant": j, "case": k, "applications": [...], "iterations": ...}
     {"event": "error", "case": k, "rank": r, "stage": "load" or "apply", "error": "..."}
 """
 
@@ -143,7 +145,7 @@ def parse(word: str) -> tuple[Case, list[int]]:
     return Case.parse(spec), [int(k) for k in sweeps.split(",")]
 
 
-def run_case(world, k: int, case: Case, sweeps: list[int], apply) -> bool:
+def run_case(world, k: int, case: Case, sweeps: list[int], apply, variant: int = 0) -> bool:
     """Case k on the ranks case_members(k, ...) of world; True if it went wrong."""
     members = case_members(k, case.ranks, world.Get_size())
     me = world.Get_rank()
@@ -151,12 +153,13 @@ def run_case(world, k: int, case: Case, sweeps: list[int], apply) -> bool:
                        members.index(me) if me in members else 0)
     failed = False
     if comm != MPI.COMM_NULL:
-        failed = check_case(world, comm, k, case, sweeps, apply)
+        failed = check_case(world, comm, k, case, sweeps, apply, variant)
         comm.Free()
     return world.bcast(failed, root=members[0])
 
 
-def check_case(world, comm, k: int, case: Case, sweeps: list[int], apply) -> bool:
+def check_case(world, comm, k: int, case: Case, sweeps: list[int], apply,
+               variant: int = 0) -> bool:
     rank = comm.Get_rank()
     matrix, b, halo = case_system(case, comm)
     n = matrix.n_rows
@@ -169,7 +172,7 @@ def check_case(world, comm, k: int, case: Case, sweeps: list[int], apply) -> boo
     rng = np.random.default_rng(1000 * case.seed + 17 * rank + 5)
     applications = []
     if rank == 0:
-        report(event="start", case=k)
+        report(event="start", variant=variant, case=k)
     for sweep_count in sweeps:
         r = rng.standard_normal(n)
         course.sweeps = sweep_count
@@ -193,7 +196,7 @@ def check_case(world, comm, k: int, case: Case, sweeps: list[int], apply) -> boo
                              "difference": float(gap[0] / max(gap[1], 1e-300)),
                              "worst": max(where, key=lambda w: (np.isnan(w[0]), w[0]))
                              if rank == 0 else None})
-    result = {"event": "result", "case": k, "applications": applications}
+    result = {"event": "result", "variant": variant, "case": k, "applications": applications}
     failed = any(verdict(a) for a in applications)
     if not failed:                     # a short PCG with the learner's sweeps as preconditioner
         last = sweeps[-1]
@@ -237,12 +240,14 @@ def verdict(application: dict) -> str | None:
 
 def main(argv: list[str]) -> None:
     world = MPI.COMM_WORLD
-    lang, path, *words = argv
-    apply = guarded(world, 0, lambda: apply_factory(lang, path), "load")
-    for k, word in enumerate(words):
-        case, sweeps = parse(word)
-        if run_case(world, k, case, sweeps, apply) and lang != "course":
-            break
+    split = argv.index("--")
+    pairs, words = argv[:split], argv[split + 1:]
+    for variant, (lang, path) in enumerate(zip(pairs[0::2], pairs[1::2])):
+        apply = guarded(world, 0, lambda: apply_factory(lang, path), "load")
+        for k, word in enumerate(words):
+            case, sweeps = parse(word)
+            if run_case(world, k, case, sweeps, apply, variant) and lang != "course":
+                break
 
 
 if __name__ == "__main__":
