@@ -1,14 +1,15 @@
 """The learner's additive Schwarz sweeps (asdd_apply) under mpiexec (started by
 course.grading.hybrid, never imported by a notebook's kernel):
 
-    mpiexec -n P python -m mpi4py -m course.grading.hybrid_driver LANG FILE [LANG FILE...] -- CASE/K,K...
+    mpiexec -n P python -m mpi4py -m course.grading.hybrid_driver LANG FILE [LANG FILE..] -- CASE..
 
 LANG is c or fortran (FILE: the shared library compiled from the learner's source), python (FILE:
 the learner's asdd_apply.py) or, for the tests, course (FILE: -): the sweeps of
 course.parallel.precond behind the learner's interface. A CASE is written by grading.Case.spec,
-followed by the sweeps K to check on it (e.g. 3:metis:5x5x4:-:1/1,2,3). Several (LANG, FILE)
-pairs, variants, run one after the other on the same cases (the tests check several answers in
-one job); each variant stops at its first case that goes wrong (but course: it runs them all).
+followed by the sweeps K to check on it: CASE/K,K,.. (e.g. 3:metis:5x5x4:-:1/1,2,3). Several
+(LANG, FILE) pairs, variants, run one after the other on the same cases (the tests check several
+answers in one job); each variant stops at its first case that goes wrong (but course: it runs
+them all).
 
 The cases run one after the other, each in a communicator of its own, on case.ranks ranks of the
 job in descending world order (pipecg_driver.case_members). The problem: pipecg_driver's heat
