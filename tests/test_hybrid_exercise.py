@@ -285,3 +285,15 @@ def test_verdicts():
     text = hybrid.message({**right, "iterations": 12}, case, "c")
     assert "PCG with your asdd_apply (K = 2) as preconditioner took 12 iterations where the " \
            "course's asdd-ic0 takes 9" in text, text
+
+
+@needs_mpi
+def test_endless_loop_is_stopped(tmp_path):
+    path = tmp_path / "asdd_apply.py"
+    path.write_text(changed(solution_file("python"), PY_FIRST,
+                            PY_FIRST + "    while True:\n        __import__('time').sleep(0.1)\n"))
+    with pytest.raises(AssertionError) as info:
+        hybrid.check_asdd_apply(path, "python", [(Case(2, "blocks", (4, 3, 2)), (1,))],
+                                apply_timeout=4.0)
+    assert "did not finish within 4 s on the 4 x 3 x 2 element mesh" in str(info.value), \
+        str(info.value)
