@@ -809,6 +809,56 @@ EXERCISES = {
                              []),
         },
     },
+    "08_hybrid": {
+        "points": {"test_internal_block": 4, "test_asdd_apply": 6},
+        # the sweeps run under mpiexec: a crashing rank ends that job, not the grading (task 1,
+        # right in Python, keeps its points)
+        "segfault": ("asdd_apply_c", "    free(t);",
+                     "    free(t);\n    *(volatile double *)0 = z[0];", "test_asdd_apply"),
+        "references": ("LocalizedIC0", "solve_block", "precond.internal_block"),
+        "wrong": {
+            # the external columns kept (no filter); in C, z = B t in place of z += B t
+            "no_filter": ([("internal_block", "            if col[k] < n_internal:\n",
+                            "            if True:\n"),
+                           ("asdd_apply_c", "            z[i] += bt[i];",
+                            "            z[i] = bt[i];")],
+                          ["test_internal_block", "test_asdd_apply"]),
+            # in C, `<= n_internal` (the first external node kept); in Python, K products from
+            # z = 0 (a halo exchange for A 0)
+            # (LANGUAGE first: once TASK1_LANGUAGE is "c", its cell holds 'LANGUAGE = "c"' too)
+            "first_external": ([(None, 'LANGUAGE = "c"', 'LANGUAGE = "python"'),
+                                (None, 'TASK1_LANGUAGE = "python"', 'TASK1_LANGUAGE = "c"'),
+                                ("internal_block_c", "if (col[k] < n_internal)",
+                                 "if (col[k] <= n_internal)"),
+                                ("asdd_apply_python", "    z = local_solve(r)        "
+                                 "                 # the first sweep: z = B r\n",
+                                 "    z = np.zeros_like(r)\n"),
+                                ("asdd_apply_python", "range(sweeps - 1)", "range(sweeps)")],
+                               ["test_internal_block", "test_asdd_apply"]),
+            # in Fortran, the input's row_ptr copied (not recounted); in C, K + 1 local solves
+            "ptr_copied": ([(None, 'TASK1_LANGUAGE = "python"', 'TASK1_LANGUAGE = "fortran"'),
+                            ("internal_block_fortran", "block_ptr(i + 1) = nnz + 1",
+                             "block_ptr(i + 1) = row_ptr(i + 1)"),
+                            ("asdd_apply_c", "for (int k = 1; k < sweeps; k++)",
+                             "for (int k = 0; k < sweeps; k++)")],
+                           ["test_internal_block", "test_asdd_apply"]),
+            # the diagonal dropped; in Fortran, the correction subtracted
+            "no_diagonal": ([("internal_block", "            if col[k] < n_internal:\n",
+                              "            if col[k] < n_internal and col[k] != i:\n"),
+                             (None, 'LANGUAGE = "c"', 'LANGUAGE = "fortran"'),
+                             ("asdd_apply_fortran", "z = z + bt", "z = z - bt")],
+                            ["test_internal_block", "test_asdd_apply"]),
+            # in Fortran, `< n_internal` with 1-based columns (the last internal node dropped);
+            # in C, r overwritten with r - A z through a cast
+            "base_and_r": ([(None, 'TASK1_LANGUAGE = "python"', 'TASK1_LANGUAGE = "fortran"'),
+                            ("internal_block_fortran", "if (col(k) <= n_internal) then",
+                             "if (col(k) < n_internal) then"),
+                            ("asdd_apply_c", "            t[i] = r[i] - t[i];\n        "
+                             "local_solve(t, bt);", "            ((double *)r)[i] -= t[i];\n"
+                             "        local_solve(r, bt);")],
+                           ["test_internal_block", "test_asdd_apply"]),
+        },
+    },
 }
 
 

@@ -17,6 +17,9 @@ and nbgrader's customisation. One module per concern or per exercise:
                    watched by mpi_monitor (a PMPI library preloaded into the ranks)
     pipecg         exercise 06: the alpha recurrence, and Chronopoulos-Gear CG run under mpiexec by
                    pipecg_driver
+    hybrid         exercise 08: the internal block of localized IC(0), and the additive Schwarz
+                   sweeps run under mpiexec by hybrid_driver (the local solve and the product
+                   counted)
     cluster        exercise 07: a job script read back, checked against the run and the system's
                    rules, and submitted to a local Slurm
 
@@ -25,63 +28,24 @@ notebook's kernel. Grading sits above the solvers, the distributed track and the
 (it checks a learner's answer against them) and beside the benchmarks; nothing below it imports
 it (tests/test_layers.py).
 
-This module itself is nbgrader's customisation: stubs in the language of the cell, feedback
-without hidden tests.
-
-nbgrader replaces every solution region with the stub of the notebook's language (Python), which
-would put `raise NotImplementedError()` into a C or Fortran file written by `%%writefile`. This
-preprocessor gives a `%%writefile name.c` cell a C comment and a `%%writefile name.f90` cell a
-Fortran comment instead, so the released stub compiles and the learner sees where to write.
-Solution regions in such cells are delimited by comments: `/* ### BEGIN SOLUTION */` in C,
-`! ### BEGIN SOLUTION` in Fortran (nbgrader only looks for "BEGIN SOLUTION" in the line).
+nbgrader's customisation (stubs in the language of the cell, feedback without hidden tests) is
+in nbgrader_hooks; its names are this package's too (course.grading.ClearSolutionsByCellLanguage,
+HideHiddenTests, for nbgrader_config.py), imported when first asked for: the MPI drivers import
+this package in every rank, and nbgrader takes longer to import than all the rest of it.
 """
 
 import os
-import re
 import shutil
-from pathlib import PurePath
 
-from nbgrader.preprocessors import ClearSolutions, NbGraderPreprocessor
-from traitlets import Dict
-
-_CELL_LANGUAGE = {".c": "c", ".h": "c", ".f90": "fortran"}
+_HOOKS = ("ClearSolutionsByCellLanguage", "HideHiddenTests", "HIDDEN", "HIDDEN_NOTE")
 
 
-class ClearSolutionsByCellLanguage(ClearSolutions):
-    code_stub = Dict(dict(
-        python="# YOUR CODE HERE\nraise NotImplementedError()",
-        c="/* YOUR CODE HERE */",
-        fortran="! YOUR CODE HERE",
-    )).tag(config=True)
-
-    def _replace_solution_region(self, cell, language):
-        first_line = cell.source.split("\n", 1)[0].split()
-        if cell.cell_type == "code" and first_line[:1] == ["%%writefile"] and len(first_line) > 1:
-            language = _CELL_LANGUAGE.get(PurePath(first_line[-1]).suffix, language)
-        return super()._replace_solution_region(cell, language)
-
-
-HIDDEN = re.compile(r"^[ \t]*#+ BEGIN HIDDEN TESTS.*?^[ \t]*#+ END HIDDEN TESTS[^\n]*\n?",
-                    re.S | re.M)
-HIDDEN_NOTE = "# (hidden tests: their code is not shown; a failure says what property failed)\n"
-
-
-class HideHiddenTests(NbGraderPreprocessor):      # (nbgrader's: enabled by default)
-    """Feedback without the hidden tests. `nbgrader autograde` puts the graded cells back as the
-    instructor wrote them, hidden tests included, and `generate_feedback` would show them (and the
-    reference functions they compare with). This preprocessor, run by generate_feedback, removes
-    the hidden regions from every cell, and in a cell that had one, cuts the traceback of an error
-    down to its last line: the error's message, which names the property that failed, without the
-    source lines around it."""
-
-    def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type != "code" or not HIDDEN.search(cell.source):
-            return cell, resources
-        cell.source = HIDDEN.sub(HIDDEN_NOTE, cell.source)
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "error":
-                output["traceback"] = [f"{output['ename']}: {output['evalue']}"]
-        return cell, resources
+def __getattr__(name: str):
+    """The names of nbgrader_hooks, imported (with nbgrader) when first asked for."""
+    if name in _HOOKS:
+        from . import nbgrader_hooks
+        return getattr(nbgrader_hooks, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- can this machine grade the exercises? (course doctor --grading) ---------------------------
@@ -127,4 +91,5 @@ def readiness() -> dict[str, tuple[str, str]]:
               "05_halo": verdict(compilers, mpi), "06_pipecg": verdict(compilers, mpi)}
     result["07_cluster"] = (("partly", f"the OpenMP job script is checked by its rules, not run "
                                        f"on a local Slurm: {slurm}") if slurm else ("fully", ""))
+    result["08_hybrid"] = verdict(compilers, mpi)
     return result
