@@ -13,6 +13,9 @@
 #     of requirements-lock.txt (`make lock` refreshes it), and the course itself, editable;
 #     reinstalled only when pyproject.toml or the lock file changes. mpi4py is compiled against the
 #     MPI library that `mpicc` belongs to, so that it matches the `mpiexec` on the PATH.
+#  3. petsc4py (lecture 09_petsc), compiled against the PETSc found here (PETSC_DIR, Debian's
+#     libpetsc-real-dev, or conda's): optional like FFTW (installed with apt-get as root on Debian,
+#     else named), needed by the tests.
 #
 # Environment:
 #   COURSE_LOCK=0          install from pyproject.toml's version ranges instead of the lock file
@@ -42,10 +45,17 @@ apt_pkg() {
         mpiexec) echo openmpi-bin ;; lscpu) echo util-linux ;; fftw3.h) echo libfftw3-dev ;;
         munged) echo munge ;; sbatch) echo slurm-client ;; slurmctld | slurmd) echo "$1" ;;
         clang-openmp) echo libomp-dev ;; clang-tsan) echo libclang-rt-dev ;;
-        llvm-symbolizer) echo llvm ;; *) echo "$1" ;;
+        llvm-symbolizer) echo llvm ;; petsc) echo libpetsc-real-dev ;; *) echo "$1" ;;
     esac
 }
-# a command, or (not a command) the FFTW 3 header and Clang's OpenMP
+# what an optional one is for
+purpose() {
+    case "$1" in
+        petsc) echo "lecture 09_petsc; with conda: conda install -c conda-forge petsc4py" ;;
+        *) echo "the 07_cluster FFT programs" ;;
+    esac
+}
+# a command, or (not a command) the FFTW 3 header, Clang's OpenMP and PETSc
 have() {
     case "$1" in
         fftw3.h) for d in /usr/include /usr/local/include /opt/homebrew/include \
@@ -56,13 +66,15 @@ have() {
                           clang -fopenmp -x c - -o /dev/null >/dev/null 2>&1 ;;
         clang-tsan) echo 'int main(void){return 0;}' |
                         clang -fsanitize=thread -x c - -o /dev/null >/dev/null 2>&1 ;;
+        petsc) bash scripts/petsc.sh dir >/dev/null ;;
         *) command -v "$1" >/dev/null 2>&1 ;;
     esac
 }
 needed=(cc c++ gfortran cmake make mpicc mpif90 mpiexec)
 if [ "$(uname -s)" = Linux ]; then needed+=(lscpu); fi   # cores, sockets and NUMA nodes on Linux
-# FFTW 3: the pencil-FFT programs of 07_cluster (the build skips them without it)
-optional=(fftw3.h)
+# FFTW 3: the pencil-FFT programs of 07_cluster (the build skips them without it); PETSc: lecture
+# 09_petsc (its cells say how to get it and skip without it)
+optional=(fftw3.h petsc)
 # grading (exercises 03 and 04: their race and work-sharing checks; 07: its job on a one-node
 # Slurm) also needs: Clang with LLVM's OpenMP and ThreadSanitizer (a second compiler; the data-race
 # detector, with llvm-symbolizer for its line numbers), Slurm with munge, numactl (PJM launch lines)
@@ -72,7 +84,7 @@ fi
 # the tests also need a browser for the book, FFTW for the pencil-FFT programs, and npm for the
 # proxy of the JupyterHub classroom
 if [ "$want_test" = 1 ]; then
-    needed+=(chromium fftw3.h npm)
+    needed+=(chromium fftw3.h npm petsc)
     optional=()
 fi
 
@@ -84,7 +96,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     for c in "${optional[@]}"; do have "$c" || missing+=("$c"); done
 else
     for c in "${optional[@]}"; do
-        have "$c" || say "optional, not found: $(apt_pkg "$c") (the 07_cluster FFT programs)"
+        have "$c" || say "optional, not found: $(apt_pkg "$c") ($(purpose "$c"))"
     done
 fi
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
@@ -197,6 +209,33 @@ if [ -n "$problem" ]; then
     if [ -n "$problem" ]; then
         say "$problem"
         exit 1
+    fi
+fi
+# --- 3. petsc4py, compiled against the PETSc found here ---------------------------------------------
+# The petsc4py of the PETSc version found (3.18 on Debian 12) needs the build tools of its day
+# (Cython < 3, setuptools < 70): it is built in a throw-away environment with the NumPy of .venv,
+# and only the wheel goes into .venv. Without it lecture 09_petsc's cells skip, so a failed build
+# stops only the set-up of the tests.
+build_petsc4py() {
+    local dir=$1 petsc4py numpy build status=0
+    petsc4py=$(bash scripts/petsc.sh petsc4py)
+    say "building $petsc4py against the PETSc in $dir (two minutes)"
+    numpy=$("$venv/bin/python" -c 'import numpy; print(numpy.__version__)')
+    build=$(mktemp -d)
+    "$venv/bin/python" -m venv "$build/venv" &&
+        "$build/venv/bin/python" -m pip install -q "cython<3" "setuptools<70" wheel \
+            "numpy==$numpy" &&
+        PETSC_DIR=$dir "$build/venv/bin/python" -m pip wheel -q --no-build-isolation --no-deps \
+            -w "$build/wheels" "$petsc4py" &&
+        "$venv/bin/python" -m pip install -q --no-deps "$build"/wheels/petsc4py-*.whl || status=$?
+    rm -rf "$build"
+    return "$status"
+}
+if dir=$(bash scripts/petsc.sh dir) && ! "$venv/bin/python" -c 'import petsc4py' >/dev/null 2>&1
+then
+    if ! build_petsc4py "$dir"; then
+        say "petsc4py did not build (pip's messages above): lecture 09_petsc's cells will skip"
+        [ "$want_test" = 1 ] && exit 1
     fi
 fi
 # the tests set up a classroom and a new machine offline, with Debian's own Python: a wheelhouse

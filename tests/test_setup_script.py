@@ -1,6 +1,7 @@
 """scripts/setup.sh chooses the lock or pyproject.toml's ranges for the Python it finds, and says why
-in one line: run for real, in a copy of the repository's scripts, with stand-ins for the toolchain,
-for Python and for pip (which records what it was asked to install)."""
+in one line; it builds petsc4py against the PETSc it finds, and a failed build stops only the
+tests' set-up: run for real, in a copy of the repository's scripts, with stand-ins for the
+toolchain, for Python and for pip (which records what it was asked to install or build)."""
 
 import os
 import shutil
@@ -24,6 +25,15 @@ case "$*" in
             echo "ERROR: No matching distribution found for soupsieve==4.1.3" >&2; exit 1
         fi
         exit 0 ;;
+    "-m pip wheel"*)
+        echo "$*" >> "$PIP_LOG"
+        [ -n "${FAIL_PETSC4PY:-}" ] && { echo "error: failed-wheel-build" >&2; exit 1; }
+        wheels=$(echo "$*" | sed -n 's/.* -w \([^ ]*\) .*/\1/p')
+        mkdir -p "$wheels" && touch "$wheels/petsc4py-3.18.5-cp311-cp311-linux_x86_64.whl"
+        exit 0 ;;
+    "-m venv "*) mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; exit 0 ;;
+    *"import petsc4py"*) [ -z "${NO_PETSC4PY:-}" ] ;;
+    *"import numpy"*) echo 2.4.6 ;;
     *version_info*) echo "$FAKE_PYTHON" ;;
     *mpi4py_problem*) echo "" ;;
     *) echo "unexpected: $*" >&2; exit 3 ;;
@@ -49,6 +59,7 @@ def repo(tmp_path):
     copy = tmp_path / "repo"
     (copy / "scripts").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "setup.sh", copy / "scripts")
+    shutil.copy(ROOT / "scripts" / "petsc.sh", copy / "scripts")
     shutil.copy(ROOT / "pyproject.toml", copy)
     shutil.copy(ROOT / "requirements-lock.txt", copy)
     shims = tmp_path / "bin"
@@ -127,3 +138,44 @@ def test_an_unknown_option_is_refused(repo):
     done = subprocess.run(["bash", "scripts/setup.sh", "--tset"], cwd=copy, capture_output=True,
                           text=True, timeout=60, env={**os.environ, "PATH": f"{shims}:/usr/bin:/bin"})
     assert done.returncode == 2 and "unknown option --tset" in done.stderr
+
+
+@pytest.fixture
+def petsc(tmp_path) -> Path:
+    """A folder that looks like PETSc 3.18.5 (its version header)."""
+    folder = tmp_path / "petsc"
+    (folder / "include").mkdir(parents=True)
+    (folder / "include" / "petscversion.h").write_text(
+        "#define PETSC_VERSION_MAJOR      3\n#define PETSC_VERSION_MINOR      18\n"
+        "#define PETSC_VERSION_SUBMINOR   5\n")
+    return folder
+
+
+def test_petsc4py_is_built_against_the_petsc_found(repo, petsc):
+    """PETSc's version picks petsc4py's; its old build tools go into a throw-away environment,
+    only the wheel into .venv."""
+    done, installs = _setup(repo, _pythons()[0], PETSC_DIR=str(petsc), NO_PETSC4PY="1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"building petsc4py==3.18.5 against the PETSc in {petsc}" in done.stdout
+    tools, wheel, install = installs[1:]
+    assert tools == "-m pip install -q cython<3 setuptools<70 wheel numpy==2.4.6", installs
+    assert wheel.startswith("-m pip wheel -q --no-build-isolation --no-deps -w ") and \
+        wheel.endswith(" petsc4py==3.18.5"), wheel
+    assert install.startswith("-m pip install -q --no-deps ") and \
+        install.endswith("/wheels/petsc4py-3.18.5-cp311-cp311-linux_x86_64.whl"), install
+
+
+def test_a_petsc4py_that_does_not_build_is_one_line_not_a_failed_setup(repo, petsc):
+    done, installs = _setup(repo, _pythons()[0], PETSC_DIR=str(petsc), NO_PETSC4PY="1",
+                            FAIL_PETSC4PY="1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "petsc4py did not build (pip's messages above): lecture 09_petsc's cells will skip" \
+        in done.stdout
+    assert not any("--no-deps" in line and line.endswith(".whl") for line in installs), installs
+    assert "setup: ready (.venv)" in done.stdout
+
+
+def test_petsc4py_already_there_is_left_alone(repo, petsc):
+    done, installs = _setup(repo, _pythons()[0], PETSC_DIR=str(petsc))
+    assert done.returncode == 0 and len(installs) == 1, installs
+    assert "petsc4py" not in done.stdout

@@ -1,0 +1,147 @@
+"""PETSc for the course's matrices and solvers (lecture 09_petsc): the same matrix handed to the
+library learners use next, solved by the PETSc twin of each course solver, stopped by the same
+rule, so that the two can be compared iteration for iteration.
+
+    petsc()                       petsc4py's PETSc, initialised once; PETScMissing (one line: how to
+                                  get it) where petsc4py is not installed
+    crs_mat(crs)                  a course CRS matrix as a PETSc AIJ matrix of one process
+    global_columns(local, halo)   PETSc's number of every local column: PETSc numbers the rows rank
+                                  by rank (rank 0's internal nodes first), so an external node
+                                  takes the number its owner gives it, sent by one halo exchange
+    local_mat(matrix, columns)    each rank's internal rows as its rows of one distributed AIJ
+    solve(mat, b, ...)            PETSc's KSP with the twin of the course's choice:
+
+        course             PETSc
+        pcg                -ksp_type cg
+        chronopoulos-gear  -ksp_type cg -ksp_cg_single_reduction
+        gropp              -ksp_type groppcg
+        pipelined          -ksp_type pipecg
+        diagonal           -pc_type jacobi
+        bjacobi-ic0        -pc_type bjacobi -sub_pc_type icc      (IC(0) of each rank's block)
+        asdd-ic0, K        -pc_type ksp -ksp_ksp_type richardson -ksp_ksp_max_it K
+                           -ksp_pc_type bjacobi -ksp_sub_pc_type icc   (K sweeps z += B (r - A z))
+
+    and the course's stopping rule: the unpreconditioned residual norm (PETSc's CG watches the
+    preconditioned one unless told), relative to ||b|| (x0 = 0), no absolute tolerance.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ..solvers import check_algorithm
+from ..sparse import CRS
+from .precond import check_precond
+
+INSTALL = ("petsc4py is not installed for this Python: on Debian, as root, `make setup` installs "
+           "PETSc (libpetsc-real-dev) and builds petsc4py; with conda: conda install -c "
+           "conda-forge petsc4py")
+KSP_TYPES = {"pcg": "cg", "chronopoulos-gear": "cg", "gropp": "groppcg", "pipelined": "pipecg"}
+PETSC_INT = np.int32                       # PETSc's indices as Debian builds it: 32 bits
+
+
+class PETScMissing(RuntimeError):
+    """petsc4py cannot be imported here (the message says how to install it)."""
+
+
+def petsc():
+    """petsc4py's PETSc module, initialised with no command-line options of its own (the course's
+    options are not PETSc's)."""
+    try:
+        import petsc4py
+    except ImportError:
+        raise PETScMissing(INSTALL) from None
+    petsc4py.init(sys.argv[:1])                 # (a second call, or after the import, is a no-op)
+    from petsc4py import PETSc
+    return PETSc
+
+
+def crs_mat(crs: CRS, comm=None):
+    """The CRS matrix as a PETSc AIJ matrix (rows preallocated from the pattern) on one process."""
+    PETSc = petsc()
+    return PETSc.Mat().createAIJ(size=(crs.n, crs.n), csr=(crs.row_ptr, crs.col_idx, crs.val),
+                                 comm=comm or PETSc.COMM_SELF)
+
+
+def global_columns(n_internal: int, n_columns: int, halo, comm) -> np.ndarray:
+    """PETSc's global number of each of this rank's local columns: its internal nodes get
+    first + 0 .. n_internal - 1 (first: the internal nodes of the ranks before it), its external
+    nodes the numbers their owners give them, received by halo.update (a float64 vector: exact
+    below 2^53)."""
+    first = comm.exscan(n_internal) or 0
+    numbers = np.zeros(n_columns)
+    numbers[:n_internal] = first + np.arange(n_internal)
+    halo.update(numbers)
+    return numbers.astype(PETSC_INT)
+
+
+def local_mat(matrix, columns: np.ndarray, comm):
+    """This rank's rows of the distributed AIJ matrix: `matrix` (course.parallel.solve.LocalMatrix:
+    internal rows, local columns) with its columns renumbered by `columns` (global_columns)."""
+    PETSc = petsc()
+    n = matrix.n_rows
+    total = comm.allreduce(n)
+    if total >= np.iinfo(PETSC_INT).max:
+        raise ValueError(f"{total} rows are more than this PETSc's 32-bit indices can number")
+    return PETSc.Mat().createAIJ(size=((n, total), (n, total)),
+                                 csr=(matrix.row_ptr.astype(PETSC_INT),
+                                      columns[matrix.col_idx], matrix.val),
+                                 comm=comm)
+
+
+def options(algorithm: str = "pcg", precond: str = "diagonal", sweeps: int | None = None,
+            tol: float = 1e-8, max_iter: int = 10_000) -> dict[str, str]:
+    """PETSc's options (without the leading -) for the twin of the course's algorithm and
+    preconditioner (the module docstring's table), with the course's stopping rule."""
+    check_algorithm(algorithm)
+    sweeps = check_precond(precond, sweeps)
+    chosen = {"ksp_type": KSP_TYPES[algorithm], "ksp_norm_type": "unpreconditioned",
+              "ksp_rtol": f"{tol:.17g}", "ksp_atol": "0", "ksp_max_it": str(max_iter)}
+    if algorithm == "chronopoulos-gear":
+        chosen["ksp_cg_single_reduction"] = "1"
+    if precond == "diagonal":
+        chosen["pc_type"] = "jacobi"
+    elif precond == "bjacobi-ic0":
+        chosen.update(pc_type="bjacobi", sub_pc_type="icc")
+    else:                                  # K Richardson steps on B: K sweeps z += B (r - A z)
+        chosen.update(pc_type="ksp", ksp_ksp_type="richardson", ksp_ksp_max_it=str(sweeps),
+                      ksp_ksp_norm_type="none", ksp_pc_type="bjacobi", ksp_sub_pc_type="icc")
+    return chosen
+
+
+_solves = iter(range(1, 1 << 62))
+
+
+def solve(mat, b: np.ndarray, comm=None, **choice) -> dict:
+    """Solve mat x = b (b: this rank's rows) from x0 = 0 with the options of `choice`
+    (options(...)); returns x (this rank's rows), iterations, converged, the recursive residual's
+    norm relative to ||b|| and PETSc's reason. Every rank of mat's communicator calls it."""
+    PETSc = petsc()
+    prefix = f"course{next(_solves)}_"           # this solve's options, removed afterwards
+    database = PETSc.Options(prefix)
+    chosen = options(**choice)
+    for key, value in chosen.items():
+        database.setValue(key, value)
+    ksp = PETSc.KSP().create(comm=mat.getComm())
+    try:
+        ksp.setOptionsPrefix(prefix)
+        ksp.setOperators(mat)
+        ksp.setFromOptions()
+        rhs, x = mat.createVecLeft(), mat.createVecRight()
+        rhs.getArray()[:] = b
+        x.set(0.0)
+        ksp.solve(rhs, x)
+        bnorm = rhs.norm()
+        result = {"x": x.getArray().copy(), "iterations": ksp.getIterationNumber(),
+                  "converged": ksp.getConvergedReason() > 0,
+                  "relative_residual": ksp.getResidualNorm() / (bnorm or 1.0),
+                  "reason": int(ksp.getConvergedReason()), "options": chosen}
+        for vec in (rhs, x):
+            vec.destroy()
+        return result
+    finally:
+        ksp.destroy()
+        for key in chosen:
+            database.delValue(key)

@@ -1,0 +1,132 @@
+"""PETSc as the course hands its matrices to it (course.parallel.petsc, lecture 09_petsc): the
+serial CRS and, under mpiexec, each rank's own rows of the distributed matrix, solved by PETSc's
+twin of every course choice with the course's stopping rule, take exactly the course's iterations
+and reach its solution: the four CG variants with Jacobi, localized IC(0) (bjacobi + icc) and
+additive Schwarz sweeps (a Richardson inner solve), on 1, 2 and 3 ranks. The options of each twin;
+a missing petsc4py says how to install it; more rows than 32-bit indices are refused.
+
+`make setup-test` installs PETSc and petsc4py (scripts/setup.sh): these tests do not skip without
+them."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+from conftest import PYTHON, ROOT, run
+from course.fem import fvm
+from course.parallel import petsc
+from course.solvers import ALGORITHMS, iccg, krylov
+
+TOL = 1e-8
+
+
+@pytest.fixture(scope="module")
+def poisson():
+    """The 03_openmp Poisson matrix on 12 x 10 x 8 cells, a random right-hand side, PETSc's copy."""
+    a = fvm.poisson(12, 10, 8, lang="numpy", fmt="crs").full_crs()
+    b = np.random.default_rng(1).standard_normal(a.n)
+    return a, b, petsc.crs_mat(a)
+
+
+def course_preconditioner(a, name: str, sweeps: int):
+    """The course's M^-1 on one process: Jacobi, IC(0) (natural order), or K sweeps around it."""
+    matrix = scipy.sparse.csr_matrix((a.val, a.col_idx, a.row_ptr), shape=(a.n, a.n))
+    if name == "diagonal":
+        return lambda r: r / matrix.diagonal()
+    factor = iccg.ic0(iccg.split(a), "numba")
+    colors = np.array([0, a.n], dtype=np.int32)
+
+    def sweep(r):
+        z = iccg.ic0_apply(factor, r, colors, "numba")
+        for _ in range(sweeps - 1):
+            z = z + iccg.ic0_apply(factor, r - matrix @ z, colors, "numba")
+        return z
+    return sweep
+
+
+@pytest.mark.parametrize("algorithm, precond, sweeps",
+                         [(a, "diagonal", 1) for a in ALGORITHMS] +
+                         [("pcg", "bjacobi-ic0", 1), ("pipelined", "bjacobi-ic0", 1),
+                          ("pcg", "asdd-ic0", 2), ("pcg", "asdd-ic0", 3)])
+def test_the_serial_twin_takes_the_course_iterations(poisson, algorithm, precond, sweeps):
+    a, b, mat = poisson
+    matrix = scipy.sparse.csr_matrix((a.val, a.col_idx, a.row_ptr), shape=(a.n, a.n))
+    ours = krylov(lambda v: matrix @ v, b, course_preconditioner(a, precond, sweeps),
+                  algorithm=algorithm, tol=TOL)
+    theirs = petsc.solve(mat, b, algorithm=algorithm, precond=precond,
+                         sweeps=sweeps if precond == "asdd-ic0" else None, tol=TOL)
+    assert theirs["converged"] and theirs["iterations"] == ours.iterations, \
+        (theirs["iterations"], ours.iterations, theirs["options"])
+    assert theirs["relative_residual"] <= TOL
+    np.testing.assert_allclose(theirs["x"], ours.x, rtol=0, atol=1e-9 * np.abs(ours.x).max())
+
+
+def test_petsc_watches_the_preconditioned_norm_unless_told(poisson):
+    """The trap the lecture shows: PETSc's CG stops on ||M^-1 r|| by default, so the same rtol
+    stops at another iteration than the course's rule."""
+    a, b, mat = poisson
+    chosen = petsc.options(precond="bjacobi-ic0", tol=TOL)
+    assert chosen["ksp_norm_type"] == "unpreconditioned" and chosen["ksp_atol"] == "0"
+    PETSc = petsc.petsc()
+    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+    ksp.setOperators(mat)
+    ksp.setType("cg")
+    ksp.getPC().setType("icc")
+    ksp.setTolerances(rtol=TOL)
+    x, rhs = mat.createVecRight(), mat.createVecLeft()
+    rhs.getArray()[:] = b
+    ksp.solve(rhs, x)
+    default = ksp.getIterationNumber()
+    ksp.destroy()
+    assert default != petsc.solve(mat, b, precond="bjacobi-ic0", tol=TOL)["iterations"]
+
+
+def test_the_options_of_each_twin():
+    assert petsc.options("pcg", "diagonal", tol=1e-6, max_iter=50) == {
+        "ksp_type": "cg", "ksp_norm_type": "unpreconditioned", "ksp_rtol": "9.9999999999999995e-07",
+        "ksp_atol": "0", "ksp_max_it": "50", "pc_type": "jacobi"}
+    assert petsc.options("chronopoulos-gear")["ksp_cg_single_reduction"] == "1"
+    assert petsc.options("gropp")["ksp_type"] == "groppcg"
+    assert petsc.options("pipelined")["ksp_type"] == "pipecg"
+    assert petsc.options(precond="bjacobi-ic0")["sub_pc_type"] == "icc"
+    swept = petsc.options(precond="asdd-ic0", sweeps=3)
+    assert (swept["pc_type"], swept["ksp_ksp_type"], swept["ksp_ksp_max_it"],
+            swept["ksp_sub_pc_type"]) == ("ksp", "richardson", "3", "icc")
+    with pytest.raises(ValueError, match="cg must be one of"):
+        petsc.options("bicgstab")
+    with pytest.raises(ValueError, match="sweeps are for asdd-ic0"):
+        petsc.options(precond="diagonal", sweeps=2)
+
+
+def test_a_missing_petsc4py_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "petsc4py", None)          # import petsc4py fails
+    with pytest.raises(petsc.PETScMissing, match="make setup.*conda-forge petsc4py"):
+        petsc.petsc()
+
+
+def test_more_rows_than_32_bit_indices_are_refused():
+    class Rows:
+        n_rows, row_ptr, col_idx, val = 3, np.array([0, 1, 2, 3]), np.arange(3), np.ones(3)
+
+    class ManyRanks:
+        def allreduce(self, n):
+            return 2**31
+    with pytest.raises(ValueError, match="32-bit indices"):
+        petsc.local_mat(Rows, np.arange(3, dtype=np.int32), ManyRanks())
+
+
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_the_distributed_twins_under_mpiexec(ranks):
+    result = run(["mpiexec", "-n", ranks, PYTHON, "-m", "mpi4py",
+                  ROOT / "tests" / "mpi" / "check_petsc.py"], timeout=240, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    checks = [line.split(":")[0] for line in result.stdout.splitlines()]
+    assert checks == [f"{a} diagonal ok" for a in ALGORITHMS] + \
+        ["pcg bjacobi-ic0 ok", "pcg asdd-ic0 ok"], result.stdout
