@@ -139,7 +139,8 @@ def _distributed_args(args) -> dict | None:
     dims = [getattr(args, name) for name in ("px", "py", "pz")]
     if not args.parallel:
         given = [f"--{name.replace('_', '-')}" for name in ("partition", "exchange", "px", "py",
-                                                             "pz", "cg", "residual_replacement")
+                                                             "pz", "cg", "residual_replacement",
+                                                             "engine")
                  if getattr(args, name) is not None] + (["--iallreduce"] if args.iallreduce
                                                         else [])
         if given:
@@ -150,6 +151,8 @@ def _distributed_args(args) -> dict | None:
         raise ValueError("--px, --py and --pz go together")
     if dims[0] is not None and args.partition == "metis":
         raise ValueError("--px --py --pz are for --partition blocks, not metis")
+    if args.engine == "petsc":
+        _check_petsc_engine(args)
     if args.threads is None:                    # flat MPI: one thread per rank (OpenMP threads
         os.environ["OMP_NUM_THREADS"] = "1"     # of several ranks on one core spin and crawl)
     return {"partition": args.partition or "blocks",
@@ -158,7 +161,21 @@ def _distributed_args(args) -> dict | None:
             "iallreduce": args.iallreduce, "replace_every": args.residual_replacement or 0,
             "precond": args.precond or "diagonal", "sweeps": args.asdd_sweeps,
             "ordering_name": args.ordering or "natural", "colors": args.colors,
-            "threads": args.threads}
+            "threads": args.threads, "engine": args.engine or "course"}
+
+
+def _check_petsc_engine(args) -> None:
+    """ValueError for an option of the course's solver that PETSc's twin (course.parallel.petsc)
+    has no mapping for."""
+    unmapped = [option for option, given in (
+        ("--iallreduce", args.iallreduce),
+        ("--residual-replacement", args.residual_replacement is not None),
+        ("--ordering", args.ordering not in (None, "natural")), ("--colors", args.colors),
+        ("--threads", args.threads is not None)) if given]
+    if unmapped:
+        raise ValueError(f"--engine petsc has no twin for {', '.join(unmapped)}: PETSc's gropp and "
+                         f"pipelined reduce without blocking by themselves, and its IC(0) "
+                         f"keeps each rank's order on one thread")
 
 
 def _solve_fem3d_parallel(args, distributed: dict) -> dict:
@@ -206,6 +223,10 @@ def _distributed_options(parser, problem: str, what: str, unit: str) -> None:
     group.add_argument("--residual-replacement", type=_positive(int), metavar="N",
                        help="every N iterations recompute the recursive residual (and the other "
                             "recurrences) from x")
+    group.add_argument("--engine", choices=("course", "petsc"),
+                       help="course: the course's distributed CG (default); petsc: the same "
+                            "matrix solved by PETSc's twin of --cg and --precond, stopped by the "
+                            "same rule (09_petsc; needs petsc4py)")
 
 
 def check_output(path, option: str, check_format=None) -> None:

@@ -4,12 +4,16 @@ twin of every course choice with the course's stopping rule, take exactly the co
 and reach its solution: the four CG variants with Jacobi, localized IC(0) (bjacobi + icc) and
 additive Schwarz sweeps (a Richardson inner solve), on 1, 2 and 3 ranks. The options of each twin;
 a missing petsc4py says how to install it; more rows than 32-bit indices are refused.
+`solve --parallel --engine petsc` reports the course's fields from PETSc's solve: the same
+iterations and checksum as the course's engine on 2 ranks; options without a twin, the engine
+without --parallel, and a missing petsc4py are one line and exit 2.
 
 `make setup-test` installs PETSc and petsc4py (scripts/setup.sh): these tests do not skip without
 them."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 
@@ -17,7 +21,7 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from conftest import PYTHON, ROOT, run
+from conftest import PYTHON, ROOT, assert_one_error, env_with, run
 from course.fem import fvm
 from course.parallel import petsc
 from course.solvers import ALGORITHMS, iccg, krylov
@@ -130,3 +134,53 @@ def test_the_distributed_twins_under_mpiexec(ranks):
     checks = [line.split(":")[0] for line in result.stdout.splitlines()]
     assert checks == [f"{a} diagonal ok" for a in ALGORITHMS] + \
         ["pcg bjacobi-ic0 ok", "pcg asdd-ic0 ok"], result.stdout
+
+
+def _solve_json(engine: str, problem: str, *options: str) -> dict:
+    result = run(["mpiexec", "-n", 2, PYTHON, "-m", "course", "solve", problem, "--nx", "8",
+                  "--ny", "7", "--nz", "6", "--parallel", "--partition", "metis", "--engine",
+                  engine, *options, "--json"], timeout=240, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("problem, options", [
+    ("poisson", ("--cg", "pipelined", "--precond", "asdd-ic0", "--asdd-sweeps", "2")),
+    ("fem3d", ("--cg", "chronopoulos-gear", "--precond", "bjacobi-ic0"))])
+def test_the_petsc_engine_on_the_command_line(problem, options):
+    ours, theirs = (_solve_json(engine, problem, *options) for engine in ("course", "petsc"))
+    assert (ours["engine"], theirs["engine"]) == ("course", "petsc")
+    assert theirs["iterations"] == ours["iterations"] and theirs["converged"]
+    assert theirs["precond"] == ours["precond"] and theirs["algorithm"] == ours["algorithm"]
+    if problem == "poisson":
+        assert abs(theirs["checksum"] - ours["checksum"]) <= 1e-7 * abs(ours["checksum"])
+        assert "-ksp_type pipecg" in theirs["petsc_options"]
+    else:
+        assert abs(theirs["t_max"] - ours["t_max"]) <= 1e-7 * abs(ours["t_max"])
+        assert "-ksp_cg_single_reduction 1" in theirs["petsc_options"]
+
+
+@pytest.mark.parametrize("options, name, by_course", [
+    (("--engine", "petsc"), "--engine needs --parallel", True),
+    (("--parallel", "--engine", "petsc", "--iallreduce"), "no twin for --iallreduce", True),
+    (("--parallel", "--engine", "petsc", "--precond", "bjacobi-ic0", "--ordering", "rcm"),
+     "no twin for --ordering", True),
+    (("--parallel", "--engine", "fenics"), "--engine", False),
+])
+def test_the_petsc_engine_refuses(options, name, by_course):
+    result = run([PYTHON, "-m", "course", "solve", "poisson", "--nx", "6", "--ny", "5", "--nz",
+                  "4", *options], timeout=120, cwd=ROOT)
+    assert_one_error(result, name, by_course)
+
+
+def test_the_petsc_engine_without_petsc4py(tmp_path):
+    """A petsc4py that does not import (here: one that raises, first on the path) is one line
+    that says how to install it."""
+    (tmp_path / "petsc4py").mkdir()
+    (tmp_path / "petsc4py" / "__init__.py").write_text("raise ImportError('not built here')\n")
+    result = run([PYTHON, "-m", "course", "solve", "poisson", "--nx", "6", "--ny", "5", "--nz",
+                  "4", "--parallel", "--engine", "petsc"], timeout=120, cwd=ROOT,
+                 env=env_with(PYTHONPATH=tmp_path))
+    assert_one_error(result, "petsc4py is not installed", True)

@@ -157,14 +157,16 @@ def fem3d_parallel(nx=8, ny=8, nz=8, partition="blocks", dims=None, exchange="p2
                    fixed_face="zmax", tol=1e-8, comm=MPI.COMM_WORLD,
                    keep_solution=False, algorithm="pcg", iallreduce=False,
                    replace_every=0, precond="diagonal", sweeps=None, ordering_name="natural",
-                   colors=None, threads=None, manufactured=False, source="constant") -> dict:
+                   colors=None, threads=None, manufactured=False, source="constant",
+                   engine="course") -> dict:
     """Solve the model problem of problems.fem3d (or, with manufactured, its manufactured problem)
     on the ranks of `comm`, each rank building its own part (course.parallel.subdomain: no rank
     holds the whole mesh); returns the same summary on every rank (the common fields of `course
     solve` plus the partition and halo figures, the peak memory of every rank; with
     keep_solution, "T" the global solution on rank 0 and "mesh"). precond, sweeps, ordering_name,
     colors: the preconditioner (course.parallel.precond); threads: per rank (None: 1); source:
-    the heat source of problems.fem3d (constant, or nakajima: no exact T, t_max reported)."""
+    the heat source of problems.fem3d (constant, or nakajima: no exact T, t_max reported);
+    engine: the course's distributed CG, or "petsc" for PETSc's twin (solve_distributed)."""
     from ..problems import FEM3D_BYTES_PER_NODE
 
     t0 = time.perf_counter()
@@ -189,7 +191,7 @@ def fem3d_parallel(nx=8, ny=8, nz=8, partition="blocks", dims=None, exchange="p2
     matrix, b, t_exact = system
     result, out = solve_distributed(comm, local, matrix, b, lang, exchange, tol, algorithm,
                                     iallreduce, replace_every, t0, precond, sweeps, ordering_name,
-                                    colors, threads)
+                                    colors, threads, engine)
     largest = np.array([np.max(np.abs(result.x - t_exact), initial=0.0),
                         np.max(result.x, initial=-np.inf)])
     comm.Allreduce(MPI.IN_PLACE, [largest, MPI.DOUBLE], op=MPI.MAX)

@@ -51,11 +51,13 @@ def poisson_parallel(nx=16, ny=16, nz=16, dx=1.0, dy=1.0, dz=1.0, partition="blo
                      dims=None, exchange="p2p", lang="numba", tol=1e-8, comm=MPI.COMM_WORLD,
                      algorithm="pcg", iallreduce=False, replace_every=0,
                      keep_solution=False, precond="diagonal", sweeps=None,
-                     ordering_name="natural", colors=None, threads=None) -> dict:
+                     ordering_name="natural", colors=None, threads=None,
+                     engine="course") -> dict:
     """Solve the Poisson problem of problems.poisson on the ranks of `comm` with the CG variant
     `algorithm` and the preconditioner `precond` (course.parallel.precond; Jacobi by default, as
     the ladder's diagonal scaling); returns the same summary on every rank (with keep_solution,
-    "phi" the global solution on rank 0); threads: per rank (None: 1)."""
+    "phi" the global solution on rank 0); threads: per rank (None: 1); engine: the course's
+    distributed CG, or "petsc" for PETSc's twin (solve_distributed)."""
     from ..resources import check_memory
 
     t0 = time.perf_counter()
@@ -81,7 +83,7 @@ def poisson_parallel(nx=16, ny=16, nz=16, dx=1.0, dy=1.0, dz=1.0, partition="blo
     local, matrix, b = agree(comm, build)
     result, out = solve_distributed(comm, local, matrix, b, lang, exchange, tol, algorithm,
                                     iallreduce, replace_every, t0, precond, sweeps, ordering_name,
-                                    colors, threads)
+                                    colors, threads, engine)
     sums = np.array([result.x.sum()])
     comm.Allreduce(MPI.IN_PLACE, [sums, MPI.DOUBLE], op=MPI.SUM)
     out = {"problem": "poisson", "unknowns": nx * ny * nz, **out, "checksum": float(sums[0]),

@@ -30,7 +30,7 @@ from ..langs import check_lang
 from ..sparse import matvec_numba, matvec_numpy
 from .halo import Halo, check_style
 from .local import LocalData
-from .precond import preconditioner
+from .precond import check_precond, preconditioner
 from .reductions import MPIReductions
 
 
@@ -252,14 +252,19 @@ def solve_distributed(comm, local: LocalData, matrix: LocalMatrix, b: np.ndarray
                       exchange: str, tol: float, algorithm: str, iallreduce: bool,
                       replace_every: int, t0: float, precond: str = "diagonal",
                       sweeps: int | None = None, ordering_name: str = "natural",
-                      colors: int | None = None, threads: int | None = None):
+                      colors: int | None = None, threads: int | None = None,
+                      engine: str = "course"):
     """Solve with the CG variant `algorithm` and the preconditioner `precond` (its sweeps,
     ordering and colors: course.parallel.precond) on the rows of every rank; returns (this
     rank's SolveResult, the summary fields every distributed problem shares: the common fields of
     `course solve` less problem and unknowns, the seconds of set-up, solve, SpMV, preconditioner,
-    halo exchanges and reductions (the slowest rank's), the counts of exchanges and reductions)."""
+    halo exchanges and reductions (the slowest rank's), the counts of exchanges and reductions).
+    engine="petsc": the same matrix solved by PETSc's twin of the choice (solve_petsc)."""
     halo = Halo(local, comm, exchange)
     thread_level = agree(comm, check_thread_level)
+    if engine == "petsc":
+        return solve_petsc(comm, local, matrix, b, halo, tol, algorithm, precond, sweeps, t0,
+                           thread_level)
     threads_used = agree(comm, lambda: threads_per_rank(comm, lang, threads))
 
     def set_up():
@@ -304,5 +309,49 @@ def solve_distributed(comm, local: LocalData, matrix: LocalMatrix, b: np.ndarray
         "true_relative_residual": result.true_relative_residual,
         "precond": p.name, "asdd_sweeps": p.sweeps,
         "ordering": p.ordering, "colors_per_rank": colors_per_rank,
-        "threads_per_rank": threads_used, "mpi_thread_level": thread_level,
+        "threads_per_rank": threads_used, "mpi_thread_level": thread_level, "engine": "course",
+    }
+
+
+def solve_petsc(comm, local: LocalData, matrix: LocalMatrix, b: np.ndarray, halo: Halo,
+                tol: float, algorithm: str, precond: str, sweeps: int | None, t0: float,
+                thread_level: str):
+    """solve_distributed's engine="petsc": this rank's rows handed to PETSc (course.parallel.petsc)
+    and solved by PETSc's twin of `algorithm` and `precond` with the course's stopping rule; the
+    same summary, with what PETSc does not report here (reductions and exchanges per iteration,
+    the split of the seconds) as None, and the PETSc options it ran with."""
+    from . import petsc
+
+    def set_up():
+        petsc.options(algorithm, precond, sweeps, tol)             # a choice without a twin
+        columns = petsc.global_columns(local.n_internal, matrix.n_cols, halo, comm)
+        return petsc.local_mat(matrix, columns, comm)
+
+    mat = agree(comm, set_up)
+    t1 = time.perf_counter()
+    n_total = comm.allreduce(local.n_internal)
+    out = agree(comm, lambda: petsc.solve(mat, b, algorithm=algorithm, precond=precond,
+                                          sweeps=sweeps, tol=tol, max_iter=10 * n_total))
+    t2 = time.perf_counter()
+    mat.destroy()
+    halo.free()
+    timings = np.array([t1 - t0, t2 - t1, t2 - t0])
+    comm.Allreduce(MPI.IN_PLACE, [timings, MPI.DOUBLE], op=MPI.MAX)
+    result = solvers.SolveResult(out["x"], out["iterations"], out["relative_residual"],
+                                 out["converged"], algorithm=algorithm)
+    return result, {
+        "lang": "petsc", "nnz": comm.allreduce(matrix.nnz), "iterations": out["iterations"],
+        "converged": out["converged"], "relative_residual": out["relative_residual"],
+        "threads": 1,
+        "seconds": {"assemble": timings[0], "solve": timings[1], "total": timings[2],
+                    "halo": None, "allreduce": None, "overlapped": None, "spmv": None,
+                    "precond": None},
+        "ranks": comm.Get_size(), "exchange": None, "halo_bytes_per_exchange": None,
+        "halo_exchanges": None, "allreduces": None, "algorithm": algorithm, "iallreduce": None,
+        "reductions_per_iteration": None, "halo_exchanges_per_iteration": None,
+        "residual_replacement": 0, "true_relative_residual": None,
+        "precond": precond, "asdd_sweeps": check_precond(precond, sweeps),
+        "ordering": "natural", "colors_per_rank": None, "threads_per_rank": 1,
+        "mpi_thread_level": thread_level, "engine": "petsc",
+        "petsc_options": " ".join(f"-{key} {value}" for key, value in out["options"].items()),
     }
