@@ -58,13 +58,16 @@ def petsc():
     return PETSc
 
 
+# [crs_mat]
 def crs_mat(crs: CRS, comm=None):
     """The CRS matrix as a PETSc AIJ matrix (rows preallocated from the pattern) on one process."""
     PETSc = petsc()
     return PETSc.Mat().createAIJ(size=(crs.n, crs.n), csr=(crs.row_ptr, crs.col_idx, crs.val),
                                  comm=comm or PETSc.COMM_SELF)
+# [crs_mat]
 
 
+# [global_columns]
 def global_columns(n_internal: int, n_columns: int, halo, comm) -> np.ndarray:
     """PETSc's global number of each of this rank's local columns: its internal nodes get
     first + 0 .. n_internal - 1 (first: the internal nodes of the ranks before it), its external
@@ -75,6 +78,7 @@ def global_columns(n_internal: int, n_columns: int, halo, comm) -> np.ndarray:
     numbers[:n_internal] = first + np.arange(n_internal)
     halo.update(numbers)
     return numbers.astype(PETSC_INT)
+# [global_columns]
 
 
 def local_mat(matrix, columns: np.ndarray, comm):
@@ -91,6 +95,7 @@ def local_mat(matrix, columns: np.ndarray, comm):
                                  comm=comm)
 
 
+# [options]
 def options(algorithm: str = "pcg", precond: str = "diagonal", sweeps: int | None = None,
             tol: float = 1e-8, max_iter: int = 10_000) -> dict[str, str]:
     """PETSc's options (without the leading -) for the twin of the course's algorithm and
@@ -109,6 +114,7 @@ def options(algorithm: str = "pcg", precond: str = "diagonal", sweeps: int | Non
         chosen.update(pc_type="ksp", ksp_ksp_type="richardson", ksp_ksp_max_it=str(sweeps),
                       ksp_ksp_norm_type="none", ksp_pc_type="bjacobi", ksp_sub_pc_type="icc")
     return chosen
+# [options]
 
 
 _solves = iter(range(1, 1 << 62))
@@ -117,7 +123,8 @@ _solves = iter(range(1, 1 << 62))
 def solve(mat, b: np.ndarray, comm=None, **choice) -> dict:
     """Solve mat x = b (b: this rank's rows) from x0 = 0 with the options of `choice`
     (options(...)); returns x (this rank's rows), iterations, converged, the recursive residual's
-    norm relative to ||b|| and PETSc's reason. Every rank of mat's communicator calls it."""
+    norm relative to ||b|| (its history in residuals, iteration 0 first), PETSc's reason and the
+    options. Every rank of mat's communicator calls it."""
     PETSc = petsc()
     prefix = f"course{next(_solves)}_"           # this solve's options, removed afterwards
     database = PETSc.Options(prefix)
@@ -129,6 +136,7 @@ def solve(mat, b: np.ndarray, comm=None, **choice) -> dict:
         ksp.setOptionsPrefix(prefix)
         ksp.setOperators(mat)
         ksp.setFromOptions()
+        ksp.setConvergenceHistory()
         rhs, x = mat.createVecLeft(), mat.createVecRight()
         rhs.getArray()[:] = b
         x.set(0.0)
@@ -137,6 +145,7 @@ def solve(mat, b: np.ndarray, comm=None, **choice) -> dict:
         result = {"x": x.getArray().copy(), "iterations": ksp.getIterationNumber(),
                   "converged": ksp.getConvergedReason() > 0,
                   "relative_residual": ksp.getResidualNorm() / (bnorm or 1.0),
+                  "residuals": np.asarray(ksp.getConvergenceHistory()) / (bnorm or 1.0),
                   "reason": int(ksp.getConvergedReason()), "options": chosen}
         for vec in (rhs, x):
             vec.destroy()
