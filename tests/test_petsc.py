@@ -70,6 +70,20 @@ def test_the_serial_twin_takes_the_course_iterations(poisson, algorithm, precond
     np.testing.assert_allclose(theirs["x"], ours.x, rtol=0, atol=1e-9 * np.abs(ours.x).max())
 
 
+# reductions per iteration, counted in PETSc's log: its cg computes the unpreconditioned norm in
+# a reduction of its own (the course's pcg fuses it with (r, z)), so cg needs 3 and cg with a
+# single reduction 2; Gropp's two and the pipelined one carry the norm along
+PETSC_REDUCTIONS = {"pcg": 3, "chronopoulos-gear": 2, "gropp": 2, "pipelined": 1}
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_petsc_log_counts_the_reductions(poisson, algorithm):
+    a, b, mat = poisson
+    out = petsc.solve(mat, b, algorithm=algorithm, precond="bjacobi-ic0", tol=TOL)
+    before_the_loop = out["reductions"] - PETSC_REDUCTIONS[algorithm] * out["iterations"]
+    assert 0 <= before_the_loop <= 4, (out["reductions"], out["iterations"])
+
+
 def test_petsc_watches_the_preconditioned_norm_unless_told(poisson):
     """The trap the lecture shows: PETSc's CG stops on ||M^-1 r|| by default, so the same rtol
     stops at another iteration than the course's rule."""
@@ -154,6 +168,7 @@ def test_the_petsc_engine_on_the_command_line(problem, options):
     assert (ours["engine"], theirs["engine"]) == ("course", "petsc")
     assert theirs["iterations"] == ours["iterations"] and theirs["converged"]
     assert theirs["precond"] == ours["precond"] and theirs["algorithm"] == ours["algorithm"]
+    assert theirs["reductions_per_iteration"] == PETSC_REDUCTIONS[theirs["algorithm"]]
     if problem == "poisson":
         assert abs(theirs["checksum"] - ours["checksum"]) <= 1e-7 * abs(ours["checksum"])
         assert "-ksp_type pipecg" in theirs["petsc_options"]

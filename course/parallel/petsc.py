@@ -39,6 +39,10 @@ INSTALL = ("petsc4py is not installed for this Python: on Debian, as root, `make
            "PETSc (libpetsc-real-dev) and builds petsc4py; with conda: conda install -c "
            "conda-forge petsc4py")
 KSP_TYPES = {"pcg": "cg", "chronopoulos-gear": "cg", "gropp": "groppcg", "pipelined": "pipecg"}
+# the events of PETSc's log that are one global reduction each: the dot products and norms of
+# distributed vectors, blocking (VecTDot, VecDot, VecMDot: several dots in one, VecNorm) or split
+# into begin and end (VecReduceBegin: one MPI_Iallreduce for every value gathered since the last)
+REDUCTION_EVENTS = ("VecTDot", "VecDot", "VecMDot", "VecNorm", "VecReduceBegin")
 PETSC_INT = np.int32                       # PETSc's indices as Debian builds it: 32 bits
 
 
@@ -55,7 +59,15 @@ def petsc():
         raise PETScMissing(INSTALL) from None
     petsc4py.init(sys.argv[:1])                 # (a second call, or after the import, is a no-op)
     from petsc4py import PETSc
+    if not PETSc.Log.isActive():
+        PETSc.Log.begin()                       # count the events (reductions_counted)
     return PETSc
+
+
+def reductions_counted() -> int:
+    """The global reductions this process has made so far, by PETSc's log (REDUCTION_EVENTS)."""
+    PETSc = petsc()
+    return sum(int(PETSc.Log.Event(name).getPerfInfo()["count"]) for name in REDUCTION_EVENTS)
 
 
 # [crs_mat]
@@ -123,8 +135,9 @@ _solves = iter(range(1, 1 << 62))
 def solve(mat, b: np.ndarray, comm=None, **choice) -> dict:
     """Solve mat x = b (b: this rank's rows) from x0 = 0 with the options of `choice`
     (options(...)); returns x (this rank's rows), iterations, converged, the recursive residual's
-    norm relative to ||b|| (its history in residuals, iteration 0 first), PETSc's reason and the
-    options. Every rank of mat's communicator calls it."""
+    norm relative to ||b|| (its history in residuals, iteration 0 first), PETSc's reason, the
+    options, and the global reductions of the solve (reductions_counted). Every rank of mat's
+    communicator calls it."""
     PETSc = petsc()
     prefix = f"course{next(_solves)}_"           # this solve's options, removed afterwards
     database = PETSc.Options(prefix)
@@ -140,13 +153,16 @@ def solve(mat, b: np.ndarray, comm=None, **choice) -> dict:
         rhs, x = mat.createVecLeft(), mat.createVecRight()
         rhs.getArray()[:] = b
         x.set(0.0)
+        before = reductions_counted()
         ksp.solve(rhs, x)
+        reductions = reductions_counted() - before
         bnorm = rhs.norm()
         result = {"x": x.getArray().copy(), "iterations": ksp.getIterationNumber(),
                   "converged": ksp.getConvergedReason() > 0,
                   "relative_residual": ksp.getResidualNorm() / (bnorm or 1.0),
                   "residuals": np.asarray(ksp.getConvergenceHistory()) / (bnorm or 1.0),
-                  "reason": int(ksp.getConvergedReason()), "options": chosen}
+                  "reason": int(ksp.getConvergedReason()), "options": chosen,
+                  "reductions": reductions}
         for vec in (rhs, x):
             vec.destroy()
         return result
