@@ -294,6 +294,7 @@ POISSON_DEFAULTS = {"nx": 32, "ny": 32, "nz": 32, "dx": 1.0, "dy": 1.0, "dz": 1.
 
 
 PARALLEL_PRECONDS = ("bjacobi-ic0", "asdd-ic0")
+LIBRARY_PRECONDS = ("gamg", "boomeramg")         # PETSc's (course.parallel.petsc): --engine petsc
 
 
 def _iccg_requested(args) -> bool:
@@ -315,6 +316,9 @@ def _iccg_requested(args) -> bool:
     if precond in PARALLEL_PRECONDS and not parallel:
         raise ValueError(f"--precond {precond} needs --parallel (on one process: --precond ic0, "
                          f"or --parallel without mpiexec)")
+    if precond in LIBRARY_PRECONDS and not (parallel and getattr(args, "engine", None) == "petsc"):
+        raise ValueError(f"--precond {precond} is PETSc's algebraic multigrid, which the course "
+                         f"does not build: it needs --parallel --engine petsc (09_petsc)")
     return precond == "ic0"
 
 
@@ -499,10 +503,12 @@ def _positive_finite(text):
 
 def _iccg_options(p: argparse.ArgumentParser) -> None:
     """--precond, --ordering, --colors (04_iccg; without --precond: the existing solver)."""
-    p.add_argument("--precond", choices=("diagonal", "ic0", *PARALLEL_PRECONDS),
+    p.add_argument("--precond", choices=("diagonal", "ic0", *PARALLEL_PRECONDS,
+                                         *LIBRARY_PRECONDS),
                    help="diagonal: the diagonal-scaled PCG (the default); ic0: ICCG (04_iccg); "
                         "with --parallel, bjacobi-ic0: IC(0) localized per rank, asdd-ic0: "
-                        "the same with additive Schwarz sweeps (08_hybrid)")
+                        "the same with additive Schwarz sweeps (08_hybrid); with --engine "
+                        "petsc also PETSc's algebraic multigrid, gamg or boomeramg (09_petsc)")
     p.add_argument("--asdd-sweeps", type=_positive(int), metavar="K",
                    help="asdd-ic0: sweeps per application, K - 1 halo exchanges (default 2)")
     p.add_argument("--ordering", choices=("natural", "cm", "rcm", "mc", "cm-rcm"),

@@ -84,6 +84,17 @@ def test_petsc_log_counts_the_reductions(poisson, algorithm):
     assert 0 <= before_the_loop <= 4, (out["reductions"], out["iterations"])
 
 
+@pytest.mark.parametrize("precond", ["gamg", "boomeramg"])
+def test_algebraic_multigrid_needs_a_few_iterations(poisson, precond):
+    """What comes next: PETSc's and hypre's AMG solve the problem in a small fraction of the
+    iterations of the course's preconditioners (lecture 09 measures how the counts grow)."""
+    a, b, mat = poisson
+    amg = petsc.solve(mat, b, precond=precond, tol=TOL)
+    ic0 = petsc.solve(mat, b, precond="bjacobi-ic0", tol=TOL)
+    assert amg["converged"] and amg["iterations"] * 2 < ic0["iterations"], (amg, ic0)
+    assert amg["relative_residual"] <= TOL
+
+
 def test_petsc_watches_the_preconditioned_norm_unless_told(poisson):
     """The trap the lecture shows: PETSc's CG stops on ||M^-1 r|| by default, so the same rtol
     stops at another iteration than the course's rule."""
@@ -115,6 +126,11 @@ def test_the_options_of_each_twin():
     swept = petsc.options(precond="asdd-ic0", sweeps=3)
     assert (swept["pc_type"], swept["ksp_ksp_type"], swept["ksp_ksp_max_it"],
             swept["ksp_sub_pc_type"]) == ("ksp", "richardson", "3", "icc")
+    assert petsc.options(precond="gamg")["pc_type"] == "gamg"
+    assert (petsc.options(precond="boomeramg")["pc_type"],
+            petsc.options(precond="boomeramg")["pc_hypre_type"]) == ("hypre", "boomeramg")
+    with pytest.raises(ValueError, match="sweeps are for asdd-ic0, not for gamg"):
+        petsc.options(precond="gamg", sweeps=2)
     with pytest.raises(ValueError, match="cg must be one of"):
         petsc.options("bicgstab")
     with pytest.raises(ValueError, match="sweeps are for asdd-ic0"):
@@ -183,6 +199,8 @@ def test_the_petsc_engine_on_the_command_line(problem, options):
     (("--parallel", "--engine", "petsc", "--precond", "bjacobi-ic0", "--ordering", "rcm"),
      "no twin for --ordering", True),
     (("--parallel", "--engine", "fenics"), "--engine", False),
+    (("--parallel", "--precond", "gamg"), "needs --parallel --engine petsc", True),
+    (("--precond", "boomeramg"), "needs --parallel --engine petsc", True),
 ])
 def test_the_petsc_engine_refuses(options, name, by_course):
     result = run([PYTHON, "-m", "course", "solve", "poisson", "--nx", "6", "--ny", "5", "--nz",

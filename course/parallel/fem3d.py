@@ -173,7 +173,8 @@ def fem3d_parallel(nx=8, ny=8, nz=8, partition="blocks", dims=None, exchange="p2
 
     def setup():
         tol_ = check_solve_options(lang, exchange, algorithm, tol)
-        check_precond(precond, sweeps, ordering_name, colors)
+        if engine != "petsc":             # (petsc.options checks PETSc's choices)
+            check_precond(precond, sweeps, ordering_name, colors)
         check_face(fixed_face)
         assembly.check_source(source)
         if manufactured and source != "constant":

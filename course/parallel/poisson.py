@@ -64,7 +64,8 @@ def poisson_parallel(nx=16, ny=16, nz=16, dx=1.0, dy=1.0, dz=1.0, partition="blo
 
     def setup():
         tol_ = check_solve_options(lang, exchange, algorithm, tol)
-        check_precond(precond, sweeps, ordering_name, colors)
+        if engine != "petsc":             # (petsc.options checks PETSc's choices)
+            check_precond(precond, sweeps, ordering_name, colors)
         sizes = fvm._check_box(nx, ny, nz, dx, dy, dz)
         if min(sizes[:3]) < 2:
             raise ValueError("--parallel needs at least 2 cells along every axis")

@@ -354,7 +354,8 @@ def solve_petsc(comm, local: LocalData, matrix: LocalMatrix, b: np.ndarray, halo
         "reductions_per_iteration": round(out["reductions"] / max(out["iterations"], 1)),
         "halo_exchanges_per_iteration": None,
         "residual_replacement": 0, "true_relative_residual": None,
-        "precond": precond, "asdd_sweeps": check_precond(precond, sweeps),
+        "precond": precond, "asdd_sweeps": sweeps if precond in petsc.LIBRARY_PRECONDS
+        else check_precond(precond, sweeps),
         "ordering": "natural", "colors_per_rank": None, "threads_per_rank": 1,
         "mpi_thread_level": thread_level, "engine": "petsc",
         "petsc_options": " ".join(f"-{key} {value}" for key, value in out["options"].items()),
