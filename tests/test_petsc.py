@@ -219,12 +219,13 @@ def test_the_petsc_engine_without_petsc4py(tmp_path):
     assert_one_error(result, "petsc4py is not installed", True)
 
 
-def test_the_lecture_runs_without_petsc4py(tmp_path):
-    """Where petsc4py is missing, lecture 09's notebook says so in its cells and still runs to the
-    end (every figure its text quotes is glued, as "no PETSc here")."""
+@pytest.mark.parametrize("name", ["09_petsc_a_same_iterations", "09_petsc_b_log_view_and_multigrid"])
+def test_the_lecture_runs_without_petsc4py(tmp_path, name):
+    """Where petsc4py is missing, lecture 09's notebooks say so in their cells and still run to
+    the end (every figure their text quotes is glued, as "no PETSc here")."""
     (tmp_path / "shadow" / "petsc4py").mkdir(parents=True)
     (tmp_path / "shadow" / "petsc4py" / "__init__.py").write_text("raise ImportError('no')\n")
-    notebook = ROOT / "notebooks" / "09_petsc_a_same_iterations.ipynb"
+    notebook = ROOT / "notebooks" / f"{name}.ipynb"
     result = run([PYTHON, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
                   notebook, "--output-dir", tmp_path, "--ExecutePreprocessor.timeout=300"],
                  timeout=400, cwd=ROOT, env=env_with(PYTHONPATH=tmp_path / "shadow"))
@@ -233,3 +234,34 @@ def test_the_lecture_runs_without_petsc4py(tmp_path):
     text = "".join("".join(o.get("text", "")) for c in executed["cells"]
                    for o in c.get("outputs", []))
     assert "petsc4py is not installed" in text and "The cells that need PETSc skip" in text
+
+
+LOG_LINES = """\
+Event                Count      Time (sec)     Flop                              --- Global ---  --- Stage ----  Total
+                   Max Ratio  Max     Ratio   Max  Ratio  Mess   AvgLen  Reduct  %T %F %M %L %R  %T %F %M %L %R Mflop/s
+------------------------------------------------------------------------------------------------------------------------
+
+--- Event Stage 0: Main Stage
+
+VecTDot              194 1.0 4.0639e-02 1.2 6.36e+06 1.0 0.0e+00 0.0e+00 1.9e+02  8 11  0  0 58   8 11  0  0 61   313
+MatMult               97 1.0 4.1960e-02 1.0 2.01e+07 1.0 2.0e+02 8.1e+03 1.0e+00  8 34 100 100  0   8 34 100 100  0   956
+KSPSolve               1 1.0 1.1298e-01 1.0 5.90e+07 1.0 2.0e+02 8.1e+03 2.9e+02 23 100 100 100 87  23 100 100 100 93  1044
+
+--- Event Stage 1: Unknown
+
+------------------------------------------------------------------------------------------------------------------------
+
+Object Type          Creations   Destructions. Reports information only for process 0.
+"""
+
+
+def test_read_log_view():
+    """The event table of a real report (2 ranks, cg with bjacobi + icc): calls, the slowest
+    rank's seconds, messages and reductions."""
+    events = petsc.read_log_view(LOG_LINES)
+    assert set(events) == {"VecTDot", "MatMult", "KSPSolve"}
+    assert events["VecTDot"] == {"count": 194, "seconds": 4.0639e-02, "messages": 0.0,
+                                 "message_bytes": 0.0, "reductions": 190.0}
+    assert events["MatMult"]["messages"] == 200.0 and events["KSPSolve"]["count"] == 1
+    with pytest.raises(ValueError, match="-log_view"):
+        petsc.read_log_view("PETSc: nothing logged")

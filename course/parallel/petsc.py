@@ -9,6 +9,8 @@ rule, so that the two can be compared iteration for iteration.
                                   by rank (rank 0's internal nodes first), so an external node
                                   takes the number its owner gives it, sent by one halo exchange
     local_mat(matrix, columns)    each rank's internal rows as its rows of one distributed AIJ
+    read_log_view(text)           the event table of a `-log_view` report: per event its calls,
+                                  seconds (the slowest rank's), messages and global reductions
     solve(mat, b, ...)            PETSc's KSP with the twin of the course's choice:
 
         course             PETSc
@@ -183,3 +185,26 @@ def solve(mat, b: np.ndarray, comm=None, **choice) -> dict:
         ksp.destroy()
         for key in chosen:
             database.delValue(key)
+
+
+def read_log_view(text: str) -> dict[str, dict]:
+    """The event table of PETSc's `-log_view` report (the columns of PETSc 3.18): for each event,
+    its calls (count), seconds (the largest over the ranks), messages sent, their average length in
+    bytes and its global reductions. ValueError for a text without the table."""
+    events, inside = {}, False
+    for line in text.splitlines():
+        if line.startswith("Event ") and "Count" in line:
+            inside = True
+        elif inside and line.startswith("--- Event Stage"):
+            continue
+        elif inside:
+            fields = line.split()
+            if len(fields) >= 10 and fields[1].isdigit():
+                events[fields[0]] = {"count": int(fields[1]), "seconds": float(fields[3]),
+                                     "messages": float(fields[7]), "message_bytes": float(fields[8]),
+                                     "reductions": float(fields[9])}
+            elif line.startswith("Object Type"):
+                break
+    if not events:
+        raise ValueError("no event table in this text: is it the output of -log_view?")
+    return events
