@@ -171,7 +171,7 @@ def _check_petsc_engine(args) -> None:
         ("--iallreduce", args.iallreduce),
         ("--residual-replacement", args.residual_replacement is not None),
         ("--ordering", args.ordering not in (None, "natural")), ("--colors", args.colors),
-        ("--threads", args.threads is not None)) if given]
+        ("--threads", args.threads not in (None, 1))) if given]
     if unmapped:
         raise ValueError(f"--engine petsc has no twin for {', '.join(unmapped)}: PETSc's gropp and "
                          f"pipelined reduce without blocking by themselves, and its IC(0) "
@@ -403,7 +403,7 @@ def _partition(args) -> int:
     return 0
 
 
-MPI_SUITES = ("halo", "pipecg", "alltoall")        # they start mpiexec themselves
+MPI_SUITES = ("halo", "pipecg", "alltoall", "petsc")   # they start mpiexec themselves
 
 
 def _bench(args) -> int:
@@ -645,7 +645,7 @@ def parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("bench", help="benchmark suite (timings, not tests)")
     e.add_argument("suite", choices=["fem1d", "fem3d", "openmp", "iccg", "halo", "pipecg",
-                                     "alltoall", "hybrid"],
+                                     "alltoall", "hybrid", "petsc"],
                    help="fem1d: assembly and CG per language; fem3d: assembly, PCG per iteration "
                         "and the SpMV against STREAM, on n^3 cubes; openmp: the PCG ladder and "
                         "the SpMV formats over a thread sweep, on n^3 cells (default 64); halo: "
@@ -660,7 +660,9 @@ def parser() -> argparse.ArgumentParser:
                         "colors) and thread count, iterations, synchronisations, bandwidth "
                         "against STREAM, on n^3 cells (default 32); hybrid: every ranks x "
                         "threads layout of the cores with every parallel preconditioner, on "
-                        "n^3 Poisson cells (default 64)")
+                        "n^3 Poisson cells (default 64); petsc: the course's distributed CG "
+                        "against PETSc's on the same matrix and ranks, every parallel "
+                        "preconditioner, on n^3 Poisson cells (default: beyond the cache)")
     e.add_argument("--json", metavar="FILE", help="write the results as JSON")
     e.add_argument("--plot", metavar="FILE", help="write a plot (PNG, SVG, PDF)")
     e.add_argument("--sizes", type=_positive(int), nargs="+",
@@ -669,8 +671,9 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--threads", type=_positive(int), nargs="+",
                    help="openmp: the thread counts of the sweep (default 1 .. cores)")
     e.add_argument("--ranks", type=_positive(int), nargs="+",
-                   help="halo, pipecg: the MPI rank counts (default 1 .. max(cores, 4); more "
-                        "than the cores are flagged as oversubscribed)")
+                   help="halo, pipecg, alltoall, petsc: the MPI rank counts (default 1 .. "
+                        "max(cores, 4); petsc: 1 and min(cores, 4); more than the cores are "
+                        "flagged as oversubscribed)")
     e.add_argument("--cg-size", type=_positive(int),
                    help="halo: n of the n^3 mesh of the distributed CG (default max(n, 48), so "
                         "that its matrix does not fit in the caches)")

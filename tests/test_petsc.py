@@ -265,3 +265,29 @@ def test_read_log_view():
     assert events["MatMult"]["messages"] == 200.0 and events["KSPSolve"]["count"] == 1
     with pytest.raises(ValueError, match="-log_view"):
         petsc.read_log_view("PETSc: nothing logged")
+
+
+def test_bench_petsc_sizes_beyond_the_cache():
+    from course.bench.petsc import BYTES_PER_ROW, SIZE_CAP, default_size
+
+    n = default_size(32 * 2**20)
+    assert n ** 3 * BYTES_PER_ROW >= 4 * 32 * 2**20 > (n - 8) ** 3 * BYTES_PER_ROW
+    assert default_size(0) == 64 and default_size(2**40) == SIZE_CAP
+
+
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.timeout(300)
+def test_bench_petsc_smoke(tmp_path):
+    """It runs and reports both engines for every preconditioner (no timing is asserted): the
+    same iterations, the reductions each counted, a ratio, a plot."""
+    out, plot = tmp_path / "petsc.json", tmp_path / "petsc.png"
+    result = run([PYTHON, "-m", "course", "bench", "petsc", "--sizes", "8", "--ranks", "2",
+                  "--repeat", "1", "--json", out, "--plot", plot], timeout=280, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    results = json.loads(out.read_text())
+    assert [(r["engine"], r["precond"]) for r in results["runs"]] == [
+        (engine, precond) for precond in ("diagonal", "bjacobi-ic0", "asdd-ic0")
+        for engine in ("course", "petsc")]
+    assert all(r["same_iterations"] and r["course_over_petsc"] > 0 for r in results["ratios"])
+    assert [r["reductions_per_iteration"] for r in results["runs"][:2]] == [2, 3]
+    assert plot.stat().st_size > 1000 and "bjacobi-ic0" in result.stdout

@@ -11,6 +11,8 @@ with best-of-N timings from course.timing:
     fft          alltoall: MPI_Alltoall and the pencil FFT on 1..P ranks (07_cluster)
     hybrid       the same cores as ranks x threads, with every parallel preconditioner
                  (08_hybrid), each layout one `mpiexec ... -m course solve --parallel`
+    petsc        the course's distributed CG against PETSc's on the same matrix (09_petsc), each
+                 run one `mpiexec ... -m course solve --parallel --engine course|petsc`
 
 A suite builds on the problems, solvers and distributed track beneath it; nothing beneath imports
 a suite.
@@ -22,7 +24,7 @@ import json
 from pathlib import Path
 
 from .. import timing
-from . import distributed, fem, fft, hybrid, iccg, openmp
+from . import distributed, fem, fft, hybrid, iccg, openmp, petsc
 
 SUITES = {"fem1d": (fem.bench_fem1d, fem.plot_fem1d), "fem3d": (fem.bench_fem3d, fem.plot_fem3d),
           "openmp": (openmp.bench_openmp, openmp.plot_openmp),
@@ -30,7 +32,8 @@ SUITES = {"fem1d": (fem.bench_fem1d, fem.plot_fem1d), "fem3d": (fem.bench_fem3d,
           "halo": (distributed.bench_halo, distributed.plot_halo),
           "pipecg": (distributed.bench_pipecg, distributed.plot_pipecg),
           "alltoall": (fft.bench_alltoall, fft.plot_alltoall),
-          "hybrid": (hybrid.bench_hybrid, hybrid.plot_hybrid)}
+          "hybrid": (hybrid.bench_hybrid, hybrid.plot_hybrid),
+          "petsc": (petsc.bench_petsc, petsc.plot_petsc)}
 
 
 def use_stream_reference(results: dict, repeat: int = 10) -> dict:
@@ -72,5 +75,6 @@ def summary_table(results: dict) -> str:
     summaries = {"fem1d": fem.summary_fem1d, "fem3d": fem.summary_fem3d,
                  "openmp": openmp.summary_openmp, "iccg": iccg.summary_iccg,
                  "halo": distributed.summary_halo, "pipecg": distributed.summary_pipecg,
-                 "alltoall": fft.summary_alltoall, "hybrid": hybrid.summary_hybrid}
+                 "alltoall": fft.summary_alltoall, "hybrid": hybrid.summary_hybrid,
+                 "petsc": petsc.summary_petsc}
     return summaries[results["suite"]](results)
