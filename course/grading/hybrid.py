@@ -33,7 +33,7 @@ from .exercise import (_base, compile_kernel, compiled_language, entry, plain, r
                        references_blocked, row_label, run_isolated)
 from .halo import Case, check_python_source
 from .hybrid_driver import MAX_ITER, TOL, Z_RTOL, verdict
-from .pipecg import mpi4py_import
+from .pipecg import mpi4py_import, raise_first_error
 
 LANGUAGES = ("c", "fortran", "python")
 
@@ -324,18 +324,9 @@ def run_apply_job(variants, cases, apply_timeout: float = 20.0, timeout: float =
 
 def judge(job, cases, lang: str, apply_timeout: float, variant: int = 0) -> None:
     """AssertionError that says what went wrong in the job for its variant (None: the only one)."""
-    errors = [e for e in job.events if e["event"] == "error"]
-    if errors:
-        e = errors[0]
-        where = _where(cases, e["case"])
-        if e["stage"] == "load":
-            raise AssertionError(f"your asdd_apply could not be loaded: {e['error']}")
-        hint = (" Write your code where it says YOUR CODE HERE and delete the raise line."
-                if "NotImplementedError" in e["error"] else "")
-        during = " (in the PCG solve that uses it as preconditioner)" if e["stage"] == "pcg" \
-            else ""
-        raise AssertionError(f"asdd_apply raised an exception on rank {e['rank']} {where}"
-                             f"{during}: {e['error']}.{hint}")
+    raise_first_error(job, "asdd_apply", lambda k: _where(cases, k),
+                      lambda stage: " (in the PCG solve that uses it as preconditioner)"
+                      if stage == "pcg" else "")
     mine = [e for e in job.events if e.get("variant", 0) == variant]
     results = {e["case"]: e for e in mine if e["event"] == "result"}
     for k, (case, _) in enumerate(cases):

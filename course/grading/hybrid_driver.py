@@ -49,7 +49,8 @@ from ..parallel.solve import Distributed
 from .exercise import reference, references_blocked
 from .halo import Case
 from .halo_driver import guarded
-from .pipecg_driver import MATVEC, case_members, case_system, mpi4py_hidden
+from .pipecg_driver import (MATVEC, case_members, case_system, compiled_function,
+                            mpi4py_hidden)
 
 TOL = 1e-8                 # the PCG solve with the learner's preconditioner
 MAX_ITER = 300
@@ -102,11 +103,7 @@ def python_apply(path: str):
 
 
 def compiled_apply(path: str, lang: str):
-    try:
-        function = ctypes.CDLL(path).asdd_apply
-    except AttributeError:
-        raise AttributeError("the compiled file has no function asdd_apply" + (
-            ' (Fortran: bind(C, name="asdd_apply"))' if lang == "fortran" else "")) from None
+    function = compiled_function(path, "asdd_apply", lang)
     function.restype = None
     function.argtypes = [ctypes.c_int, LOCAL_SOLVE, MATVEC, ctypes.c_int, ctypes.c_void_p,
                          ctypes.c_void_p]

@@ -162,16 +162,7 @@ def check_chronopoulos_gear(source, lang: str, cases, solve_timeout: float = 30.
     job = run_watched(["-m", "mpi4py", "-m", "course.grading.pipecg_driver", lang, path,
                        *(case.spec() for case in cases)],
                       max(case.ranks for case in cases), timeout, solve_timeout)
-    errors = [e for e in job.events if e["event"] == "error"]
-    if errors:
-        e = errors[0]
-        where = _where(cases, e["case"])
-        if e["stage"] == "load":
-            raise AssertionError(f"your chronopoulos_gear could not be loaded: {e['error']}")
-        hint = (" Write your code where it says YOUR CODE HERE and delete the raise line."
-                if "NotImplementedError" in e["error"] else "")
-        raise AssertionError(f"chronopoulos_gear raised an exception on rank {e['rank']} "
-                             f"{where}: {e['error']}.{hint}")
+    raise_first_error(job, "chronopoulos_gear", lambda k: _where(cases, k))
     uneven = [e for e in job.events if e["event"] == "uneven"]
     if uneven:
         raise AssertionError(left_alone(uneven[0], cases[uneven[0]["case"]]))
@@ -194,6 +185,22 @@ def check_chronopoulos_gear(source, lang: str, cases, solve_timeout: float = 30.
                              f"{_where(cases, running) if running is not None else ''} ended"
                              f"{crashed or f' with exit status {job.returncode}'} before it "
                              f"reported every check." + (f" It wrote: {words}." if words else ""))
+
+
+def raise_first_error(job, function: str, where, during=lambda stage: "") -> None:
+    """AssertionError for the first error a driver reported in `job` (the learner's `function`
+    did not load, or raised on some rank), if any. where(case index): the case, in words;
+    during(stage): what was running, in words ("" for the function itself)."""
+    errors = [e for e in job.events if e["event"] == "error"]
+    if not errors:
+        return
+    e = errors[0]
+    if e["stage"] == "load":
+        raise AssertionError(f"your {function} could not be loaded: {e['error']}")
+    hint = (" Write your code where it says YOUR CODE HERE and delete the raise line."
+            if "NotImplementedError" in e["error"] else "")
+    raise AssertionError(f"{function} raised an exception on rank {e['rank']} "
+                         f"{where(e['case'])}{during(e['stage'])}: {e['error']}.{hint}")
 
 
 def _where(cases: list, k: int) -> str:

@@ -166,13 +166,18 @@ def python_solver(path: str):
     return solve
 
 
-def compiled_solver(path: str, lang: str):
+def compiled_function(path: str, name: str, lang: str):
+    """The learner's function `name` of the shared library at `path`; AttributeError that says
+    how Fortran names it when it is missing."""
     try:
-        function = ctypes.CDLL(path).chronopoulos_gear
+        return getattr(ctypes.CDLL(path), name)
     except AttributeError:
-        raise AttributeError("the compiled file has no function chronopoulos_gear" + (
-            ' (Fortran: bind(C, name="chronopoulos_gear"))' if lang == "fortran" else "")) \
-            from None
+        raise AttributeError(f"the compiled file has no function {name}" + (
+            f' (Fortran: bind(C, name="{name}"))' if lang == "fortran" else "")) from None
+
+
+def compiled_solver(path: str, lang: str):
+    function = compiled_function(path, "chronopoulos_gear", lang)
     function.restype = ctypes.c_int
     function.argtypes = [ctypes.c_int, MATVEC, GLOBAL_SUM, ctypes.c_void_p, ctypes.c_void_p,
                          ctypes.c_void_p, ctypes.c_double, ctypes.c_int]
