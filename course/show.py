@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .native import ROOT
 
-_LANGUAGE = {".c": "c", ".h": "c", ".f90": "fortran", ".py": "python", ".txt": "cmake"}
+_LANGUAGE = {".c": "c", ".h": "c", ".f90": "fortran", ".F90": "fortran", ".py": "python", ".txt": "cmake"}
 
 #: characters of code that fit the book's column (688 px at 1280 px, 0.875 em monospace) unscrolled
 WIDTH = 78
@@ -127,7 +127,7 @@ def _fold(line: str, indent: int, fortran: bool, width: int) -> list[str]:
 
 
 _SIGNATURE = {
-    "c": re.compile(r"^(?:static\s+)?(?:inline\s+)?(?:void|int|double|float|long|size_t)\s*\*?\s*"
+    "c": re.compile(r"^(?:static\s+)?(?:inline\s+)?(?:void|int|double|float|long|size_t|PetscErrorCode)\s*\*?\s*"
                     r"(\w+)\s*\("),
     "fortran": re.compile(r"^\s*(?:(?:pure|elemental|recursive|integer|real|double precision|"
                           r"integer\([^)]*\)|real\([^)]*\))\s+)*(?:subroutine|function)\s+(\w+)\s*\(",

@@ -8,6 +8,11 @@ a missing petsc4py says how to install it; more rows than 32-bit indices are ref
 iterations and checksum as the course's engine on 2 ranks; options without a twin, the engine
 without --parallel, and a missing petsc4py are one line and exit 2.
 
+The C and Fortran programs petsc_solve_c and petsc_solve_f read the system the course saves and
+take the same options on their command line: the course's iterations with Jacobi and IC(0) on 1
+rank, C's on 2 ranks, and one line and exit 2 on every rank for a missing file, a file of another
+kind, an option PETSc does not know or a misspelt one.
+
 `make setup-test` installs PETSc and petsc4py (scripts/setup.sh): these tests do not skip without
 them."""
 
@@ -164,6 +169,71 @@ def test_the_distributed_twins_under_mpiexec(ranks):
     checks = [line.split(":")[0] for line in result.stdout.splitlines()]
     assert checks == [f"{a} diagonal ok" for a in ALGORITHMS] + \
         ["pcg bjacobi-ic0 ok", "pcg asdd-ic0 ok"], result.stdout
+
+
+# --- the C and Fortran programs against PETSc ----------------------------------------------------
+
+PETSC_PROGRAMS = [pytest.param(name, marks=pytest.mark.compiled, id=name[-1:])
+                  for name in petsc.PROGRAMS]
+needs_mpiexec = pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")
+
+
+@pytest.fixture(scope="module")
+def saved_system(tmp_path_factory, poisson):
+    a, b, _ = poisson
+    path = tmp_path_factory.mktemp("petsc") / "poisson.petsc"
+    petsc.save_system(path, a, b)
+    return path
+
+
+@needs_mpiexec
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", PETSC_PROGRAMS)
+def test_the_programs_take_the_course_iterations(poisson, saved_system, name):
+    """On one rank, the twin of pcg with Jacobi and with IC(0) (bjacobi of one block) takes the
+    course's iterations, to the course's true residual; on 2 ranks (PETSc's own split of the
+    rows in halves) the C program's count, and Jacobi's is the same as on one rank."""
+    a, b, mat = poisson
+    matrix = scipy.sparse.csr_matrix((a.val, a.col_idx, a.row_ptr), shape=(a.n, a.n))
+    for precond in ("diagonal", "bjacobi-ic0"):
+        ours = krylov(lambda v: matrix @ v, b, course_preconditioner(a, precond, 1), tol=TOL)
+        chosen = petsc.options("pcg", precond, tol=TOL)
+        one = petsc.run_program(name, saved_system, 1, chosen)
+        assert (one["rows"], one["ranks"], one["ksp"], one["norm"]) == (
+            a.n, 1, "cg", "UNPRECONDITIONED")
+        assert one["converged"] and one["iterations"] == ours.iterations, (precond, one)
+        assert one["true_residual"] <= 1.01 * TOL and one["us_per_iteration"] > 0
+        two = petsc.run_program(name, saved_system, 2, chosen)
+        c_two = petsc.run_program("petsc_solve_c", saved_system, 2, chosen)
+        assert two["ranks"] == 2 and two["iterations"] == c_two["iterations"], (two, c_two)
+        if precond == "diagonal":
+            assert two["iterations"] == ours.iterations
+
+
+@needs_mpiexec
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", PETSC_PROGRAMS)
+@pytest.mark.parametrize("arguments, text", [
+    (("missing.petsc",), "cannot read the system file missing.petsc"),
+    (("SYSTEM.info",), "not a PETSc binary file with a matrix and a vector"),
+    (("SYSTEM", "-ksp_type", "cgx"), "PETSc refused the options"),
+    (("SYSTEM", "-ksp_typo", "cg"), "did not use"),
+    ((), "usage: mpiexec -n P petsc_solve_")],
+    ids=["missing", "not-petsc", "unknown-type", "misspelt", "usage"])
+def test_the_programs_refuse_bad_input(saved_system, name, arguments, text):
+    words = [str(saved_system) + w[len("SYSTEM"):] if w.startswith("SYSTEM") else w
+             for w in arguments]
+    result = run(["mpiexec", "-n", 2, petsc_binary(name), *words], timeout=100,
+                 cwd=saved_system.parent, env=env_with(MPIEXEC_TIMEOUT=90))
+    assert result.returncode == 2 and result.stdout == "", (result.returncode, result.stdout)
+    said = [line for line in result.stderr.splitlines() if line.startswith(f"{name}:")]
+    assert len(said) == 1 and text in said[0], result.stderr
+    assert "Traceback" not in result.stderr and "[0]PETSC ERROR" not in result.stderr
+
+
+def petsc_binary(name: str):
+    from course import native
+    return native.binary(name)
 
 
 def _solve_json(engine: str, problem: str, *options: str) -> dict:

@@ -13,7 +13,7 @@ from course import show
 # (Matching `\[(\w+)\]` anywhere would also catch array subscripts such as val[k] in C.)
 MARKER = re.compile(r"^\s*(?:/\*|!)\s*\[(\w+)\]")
 SOURCES = sorted([*ROOT.glob("src_c/**/*.c"), *ROOT.glob("src_c/**/*.h"),
-                  *ROOT.glob("src_fortran/**/*.f90")])
+                  *ROOT.glob("src_fortran/**/*.f90"), *ROOT.glob("src_fortran/**/*.F90")])
 
 
 def markers(path):
@@ -60,7 +60,7 @@ def test_region_is_the_text_between_markers(path, name):
     # the region is the kernel of that name, complete
     assert re.search(rf"\b{name}\s*\(", text), f"{name} is not defined in its region"
     code = [line.strip() for line in body if line.strip()]
-    if path.endswith(".f90"):
+    if path.lower().endswith(".f90"):
         assert re.fullmatch(rf"end (subroutine|function) {name}", code[-1], re.IGNORECASE), code[-1]
     else:
         assert code[-1] == "}", code[-1]
@@ -97,7 +97,7 @@ def test_missing_file_raises():
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 
-LANGS = {".c": "c", ".h": "c", ".f90": "fortran"}
+LANGS = {".c": "c", ".h": "c", ".f90": "fortran", ".F90": "fortran"}
 
 
 def _tokens(text, fortran):

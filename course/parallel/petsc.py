@@ -9,6 +9,11 @@ rule, so that the two can be compared iteration for iteration.
                                   by rank (rank 0's internal nodes first), so an external node
                                   takes the number its owner gives it, sent by one halo exchange
     local_mat(matrix, columns)    each rank's internal rows as its rows of one distributed AIJ
+    save_system(path, crs, b)     the matrix and the right-hand side in PETSc's binary format: what
+                                  the C and Fortran programs petsc_solve_c/_f read
+    command_line(options)         the options as PETSc's command line (-ksp_type cg ...)
+    run_program(name, path, ranks, options)   petsc_solve_c or petsc_solve_f on the saved system
+                                  under mpiexec: the summary it prints (read_program_output)
     read_log_view(text)           the event table of a `-log_view` report: per event its calls,
                                   seconds (the slowest rank's), messages and global reductions
     solve(mat, b, ...)            PETSc's KSP with the twin of the course's choice:
@@ -31,6 +36,8 @@ rule, so that the two can be compared iteration for iteration.
 
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
 
 import numpy as np
@@ -113,6 +120,79 @@ def local_mat(matrix, columns: np.ndarray, comm):
                                  csr=(matrix.row_ptr.astype(PETSC_INT),
                                       columns[matrix.col_idx], matrix.val),
                                  comm=comm)
+
+
+def save_system(path, crs: CRS, b: np.ndarray) -> None:
+    """Write A (CRS) and then b into the PETSc binary file `path` (and PETSc's `path.info`), as
+    petsc_solve_c and petsc_solve_f read them."""
+    PETSc = petsc()
+    mat = crs_mat(crs)
+    rhs = PETSc.Vec().createWithArray(np.ascontiguousarray(b, dtype=float), comm=PETSc.COMM_SELF)
+    viewer = PETSc.Viewer().createBinary(str(path), "w", comm=PETSc.COMM_SELF)
+    try:
+        mat.view(viewer)
+        rhs.view(viewer)
+    finally:
+        for obj in (viewer, rhs, mat):
+            obj.destroy()
+
+
+def command_line(chosen: dict[str, str]) -> list[str]:
+    """options(...) as the arguments of a PETSc program: ["-ksp_type", "cg", ...]."""
+    return [word for key, value in chosen.items() for word in (f"-{key}", value)]
+
+
+PROGRAMS = ("petsc_solve_c", "petsc_solve_f")
+_SUMMARY = re.compile(
+    r"petsc_solve: (?P<rows>\d+) rows on (?P<ranks>\d+) ranks, ksp (?P<ksp>\S+), pc (?P<pc>\S+), "
+    r"norm (?P<norm>\S+)\niterations (?P<iterations>\d+), reason (?P<reason>-?\d+) \((?:converged|"
+    r"diverged)\), true relative residual (?P<true_residual>\S+)\nsolve (?P<seconds>\S+) s, "
+    r"(?P<us_per_iteration>\S+) us per iteration")
+
+
+def read_program_output(text: str) -> dict:
+    """The three lines petsc_solve_c and petsc_solve_f print, as a dictionary (numbers as numbers,
+    converged from PETSc's reason). ValueError for any other text."""
+    found = _SUMMARY.search(text)
+    if found is None:
+        raise ValueError(f"not the summary of petsc_solve:\n{text}")
+    summary = found.groupdict()
+    for key in ("rows", "ranks", "iterations", "reason"):
+        summary[key] = int(summary[key])
+    for key in ("true_residual", "seconds", "us_per_iteration"):
+        summary[key] = float(summary[key])
+    summary["converged"] = summary["reason"] > 0
+    return summary
+
+
+def run_program(name: str, path, ranks: int, chosen: dict[str, str], timeout: float = 300) -> dict:
+    """`mpiexec -n ranks NAME PATH -OPTION VALUE ...` (NAME: one of PROGRAMS, built by `course
+    build` where PETSc was found) on the system save_system wrote: its summary (read_program_output).
+    RuntimeError with the program's error line when it fails or takes longer than `timeout`."""
+    from .. import native
+    from .mpi_job import mpi_environment
+
+    if name not in PROGRAMS:
+        raise ValueError(f"no PETSc program {name!r}: {' or '.join(PROGRAMS)}")
+    try:
+        program = native.binary(name)
+    except FileNotFoundError:
+        raise RuntimeError(f"{name} was not built: the course's build found no PETSc ("
+                           f"{INSTALL.split(': ', 1)[1]})") from None
+    command = ["mpiexec", "-n", str(ranks), str(program), str(path), *command_line(chosen)]
+    # the environment given explicitly: a process that has initialised MPI (petsc4py) changed its
+    # own, and an mpiexec started with that would take itself for a part of this process's job
+    env = {**mpi_environment(), "MPIEXEC_TIMEOUT": str(int(timeout))}
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env,
+                              timeout=timeout + 10)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{name} on {ranks} ranks took more than {timeout:.0f} s") from None
+    if done.returncode not in (0, 1):
+        said = [line for line in done.stderr.splitlines() if line.startswith(name)]
+        raise RuntimeError(said[0] if said else f"{name} failed (exit {done.returncode}):\n"
+                           f"{done.stderr.strip()[-2000:]}")
+    return read_program_output(done.stdout)
 
 
 # [options]
