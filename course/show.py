@@ -127,8 +127,8 @@ def _fold(line: str, indent: int, fortran: bool, width: int) -> list[str]:
 
 
 _SIGNATURE = {
-    "c": re.compile(r"^(?:static\s+)?(?:inline\s+)?(?:void|int|double|float|long|size_t|PetscErrorCode)\s*\*?\s*"
-                    r"(\w+)\s*\("),
+    "c": re.compile(r"^(?:static\s+)?(?:inline\s+)?(?:void|int|double|float|long|size_t|"
+                    r"PetscErrorCode)\s*\*?\s*(\w+)\s*\("),
     "fortran": re.compile(r"^\s*(?:(?:pure|elemental|recursive|integer|real|double precision|"
                           r"integer\([^)]*\)|real\([^)]*\))\s+)*(?:subroutine|function)\s+(\w+)\s*\(",
                           re.IGNORECASE),
