@@ -38,7 +38,7 @@ def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.Complet
 
 
 # what notebooks write next to themselves when run in place (gitignored): not part of the course
-WRITTEN_BY_RUNS = ("*.c", "*.f90", ".ipynb_checkpoints")
+WRITTEN_BY_RUNS = ("*.c", "*.f90", "*.py", ".ipynb_checkpoints")
 
 
 def course_files(folder: Path) -> list[Path]:
@@ -857,6 +857,47 @@ EXERCISES = {
                              "local_solve(t, bt);", "            ((double *)r)[i] -= t[i];\n"
                              "        local_solve(r, bt);")],
                            ["test_internal_block", "test_asdd_apply"]),
+        },
+    },
+    "09_petsc": {
+        "points": {"test_petsc_options": 3, "test_petsc_matrix": 4},
+        "languages": False,          # task 1's options are every language's; task 2 is petsc4py
+        "references": ("global_columns", "local_mat", "KSP_TYPES"),
+        "wrong": {
+            # PETSc's default (preconditioned) norm; the local column numbers handed to PETSc
+            "default_norm": ([("petsc_options", '              "ksp_norm_type": "unpreconditioned",'
+                               "    # the course's rule: ||r||, not ||M^-1 r||\n", ""),
+                              ("petsc_matrix", "columns = numbers.astype(PETSc.IntType)[col]",
+                               "columns = col.astype(PETSc.IntType)")],
+                             ["test_petsc_options", "test_petsc_matrix"]),
+            # PETSc's absolute tolerance kept; the rows numbered by an inclusive scan
+            "atol_and_scan": ([("petsc_options", '"ksp_rtol": tol, "ksp_atol": 0}',
+                                '"ksp_rtol": tol}'),
+                               ("petsc_matrix", "first = comm.exscan(n_internal) or 0",
+                                "first = comm.scan(n_internal)")],
+                              ["test_petsc_options", "test_petsc_matrix"]),
+            # pipelined as plain cg (only the hidden configurations have it); the assembly on
+            # rank 0 only (the others wait for ever: stopped)
+            "pipelined_as_cg": ([("petsc_options", '"pipelined": "pipecg"', '"pipelined": "cg"'),
+                                 ("petsc_matrix", "    mat.assemble()        ",
+                                  "    if comm.Get_rank() == 0:\n        mat.assemble()  ")],
+                                ["test_petsc_options", "test_petsc_matrix"]),
+            # one sweep too few; a preallocation guessed, not counted
+            "sweeps_and_guess": ([("petsc_options", "ksp_ksp_max_it=sweeps,",
+                                   "ksp_ksp_max_it=sweeps - 1,"),
+                                  ("petsc_matrix", "nnz=(d_nnz, o_nnz),", "nnz=27,")],
+                                 ["test_petsc_options", "test_petsc_matrix"]),
+            # no single reduction for Chronopoulos-Gear; no preallocation at all (PETSc crashes)
+            "no_preallocation": ([("petsc_options", "        chosen[\"ksp_cg_single_reduction\"] = 1\n",
+                                   "        pass\n"),
+                                  ("petsc_matrix", ", nnz=(d_nnz, o_nnz),", ",")],
+                                 ["test_petsc_options", "test_petsc_matrix"]),
+            # the options right; the external columns never exchanged (update not called)
+            "no_exchange": ([("petsc_matrix", "    update(numbers)  ", "    pass  ")],
+                            ["test_petsc_matrix"]),
+            # the inner Richardson solve tests a norm; the matrix right
+            "inner_norm": ([("petsc_options", 'ksp_ksp_norm_type="none", ', "")],
+                           ["test_petsc_options"]),
         },
     },
 }

@@ -22,9 +22,14 @@ and nbgrader's customisation. One module per concern or per exercise:
                    counted)
     cluster        exercise 07: a job script read back, checked against the run and the system's
                    rules, and submitted to a local Slurm
+    petsc          exercise 09: a course configuration as PETSc's options (what PETSc says it
+                   built, compared with the twin), and a rank's rows of PETSc's distributed matrix
+                   built by petsc_driver under mpiexec
 
-The drivers run under mpiexec only (they import mpi4py); nothing else here initialises MPI in a
-notebook's kernel. Grading sits above the solvers, the distributed track and the cluster tools
+The drivers run under mpiexec only (they import mpi4py); the only other MPI in a notebook's
+kernel is PETSc's own on one process (exercise 09's first check: petsc4py starts MPI as a
+singleton, and the jobs started after it get a clean environment, mpi_job.mpi_environment).
+Grading sits above the solvers, the distributed track and the cluster tools
 (it checks a learner's answer against them) and beside the benchmarks; nothing below it imports
 it (tests/test_layers.py).
 
@@ -34,6 +39,7 @@ HideHiddenTests, for nbgrader_config.py), imported when first asked for: the MPI
 this package in every rank, and nbgrader takes longer to import than all the rest of it.
 """
 
+import importlib.util
 import os
 import shutil
 
@@ -92,4 +98,7 @@ def readiness() -> dict[str, tuple[str, str]]:
     result["07_cluster"] = (("partly", f"the OpenMP job script is checked by its rules, not run "
                                        f"on a local Slurm: {slurm}") if slurm else ("fully", ""))
     result["08_hybrid"] = verdict(compilers, mpi)
+    petsc = (None if importlib.util.find_spec("petsc4py") else
+             "missing petsc4py (PETSc for Python: `make setup` installs it with PETSc on Debian)")
+    result["09_petsc"] = verdict(mpi, petsc)
     return result
