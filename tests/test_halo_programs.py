@@ -105,9 +105,10 @@ PARTITION_LINE = re.compile(
     r"ranks (\d+) \((\d+) x (\d+) x (\d+) blocks\), internal nodes per rank min (\d+) max (\d+), "
     r"neighbours max (\d+), external nodes total (\d+), bytes per exchange (\d+)")
 
-# The summary: fem3d's five lines, the partition (line 6), then the four lines on the solver: the
-# variant, the true residual, the preconditioner (08_hybrid), the MPI thread level
-SUMMARY_LINES = 10
+# The summary: fem3d's five lines, the partition (line 6), then the five lines on the solver: the
+# variant, the true residual, the preconditioner (08_hybrid), the MPI thread level, the time of the
+# solve (09_petsc compares it with PETSc's)
+SUMMARY_LINES = 11
 VARIANT_LINE = re.compile(r"^  algorithm (\S+) \((blocking|iallreduce)\), reductions per iteration "
                           r"(-?\d+)$")
 TRUE_LINE = re.compile(r"^  true relative residual (\S+) \(\|\|b - A x\|\| / \|\|b\|\|, "
@@ -116,13 +117,21 @@ PRECOND_LINE = re.compile(r"^  preconditioner (\S+), sweeps (\d+), ordering (\S+
                           r"(\d+)\.\.(\d+), halo exchanges per iteration (-?\d+) \(counted\)$")
 THREAD_LINE = re.compile(r"^  MPI thread level asked FUNNELED, provided (\S+); OpenMP threads per "
                          r"rank (\d+)$")
+TIME_LINE = re.compile(r"^  solve (\d+\.\d{6}) s, (\d+\.\d{2}) us per iteration \(the slowest rank\)$")
+
+
+def untimed(stdout: str) -> str:
+    """The summary without its line on the time of the solve (which differs from run to run)."""
+    return "".join(line for line in stdout.splitlines(keepends=True)
+                   if not TIME_LINE.match(line.rstrip("\n")))
 
 
 def solver_lines(lines: list[str]) -> dict:
-    """The four lines on the solver (lines 7 to 10 of the summary): algorithm, reductions, the
+    """The five lines on the solver (lines 7 to 11 of the summary): algorithm, reductions, the
     reductions counted per iteration, the true relative residual, the preconditioner with its
     sweeps, ordering, colors (fewest, most over the ranks) and the halo exchanges counted per
-    iteration, the MPI thread level provided and the OpenMP threads per rank (rank 0's)."""
+    iteration, the MPI thread level provided and the OpenMP threads per rank (rank 0's), the
+    seconds of the solve and the microseconds per iteration."""
     assert len(lines) >= SUMMARY_LINES, lines
     m = VARIANT_LINE.match(lines[6])
     assert m, lines[6]
@@ -132,10 +141,13 @@ def solver_lines(lines: list[str]) -> dict:
     assert p, lines[8]
     level = THREAD_LINE.match(lines[9])
     assert level, lines[9]
+    timed = TIME_LINE.match(lines[10])
+    assert timed, lines[10]
     return {"algorithm": m[1], "reductions": m[2], "reductions_per_iteration": int(m[3]),
             "true_relres": float(t[1]), "precond": p[1], "sweeps": int(p[2]), "ordering": p[3],
             "colors": (int(p[4]), int(p[5])), "halo_exchanges_per_iteration": int(p[6]),
-            "thread_level": level[1], "threads": int(level[2])}
+            "thread_level": level[1], "threads": int(level[2]), "seconds": float(timed[1]),
+            "us_per_iteration": float(timed[2])}
 
 
 def assert_default_solver(lines: list[str], eps: float = 1e-10) -> None:
@@ -151,6 +163,7 @@ def assert_default_solver(lines: list[str], eps: float = 1e-10) -> None:
                        "exchanges per iteration 1 (counted)", lines[8]
     assert s["thread_level"] in ("FUNNELED", "SERIALIZED", "MULTIPLE"), lines[9]
     assert s["threads"] == 1, lines[9]                   # mpiexec() sets OMP_NUM_THREADS=1
+    assert s["seconds"] >= 0 and s["us_per_iteration"] >= 0, lines[10]
 
 
 # --- the same answers as the serial program -------------------------------------------------------

@@ -211,6 +211,31 @@ def test_the_programs_take_the_course_iterations(poisson, saved_system, name):
 
 
 @needs_mpiexec
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", PETSC_PROGRAMS)
+def test_the_programs_take_each_rank_s_rows_from_the_rows_file(poisson, tmp_path, name):
+    """With FILE.rows, rank r owns the rows its line says: block Jacobi with a 100-row second
+    block takes another count than PETSc's halves, the same in C and Fortran; a file without one
+    count per rank is one line and exit 2."""
+    a, b, _ = poisson
+    chosen = petsc.options("pcg", "bjacobi-ic0", tol=TOL)
+    path = tmp_path / "split.petsc"
+    petsc.save_system(path, a, b)
+    halves = petsc.run_program(name, path, 2, chosen)["iterations"]
+    petsc.save_system(path, a, b, rows=[a.n - 100, 100])
+    uneven = petsc.run_program(name, path, 2, chosen)["iterations"]
+    assert uneven == petsc.run_program("petsc_solve_c", path, 2, chosen)["iterations"]
+    assert uneven != halves, (uneven, halves)
+    petsc.save_system(path, a, b)                       # no rows: the file is gone
+    assert not (tmp_path / "split.petsc.rows").exists()
+    (tmp_path / "split.petsc.rows").write_text(f"{a.n}\n0\n0\n")
+    with pytest.raises(RuntimeError, match="does not hold one count of rows per rank"):
+        petsc.run_program(name, path, 2, chosen)
+    with pytest.raises(ValueError, match="one count >= 0 per rank"):
+        petsc.save_system(path, a, b, rows=[a.n, 1])
+
+
+@needs_mpiexec
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", PETSC_PROGRAMS)
 @pytest.mark.parametrize("arguments, text", [
@@ -338,18 +363,23 @@ def test_read_log_view():
 
 
 def test_bench_petsc_sizes_beyond_the_cache():
-    from course.bench.petsc import BYTES_PER_ROW, SIZE_CAP, default_size
+    from course.bench.petsc import BYTES_PER_ROW, SIZE_CAP, default_size, slab_rows
 
     n = default_size(32 * 2**20)
     assert n ** 3 * BYTES_PER_ROW >= 4 * 32 * 2**20 > (n - 8) ** 3 * BYTES_PER_ROW
     assert default_size(0) == 64 and default_size(2**40) == SIZE_CAP
+    # fem3d_mpi's blocks along z: planes p (n + 1) / P, (n + 1)^2 nodes each
+    assert slab_rows(4, 2) == [25 * 2, 25 * 3] and slab_rows(6, 3) == [49 * 2, 49 * 2, 49 * 3]
 
 
 @pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")
 @pytest.mark.timeout(300)
 def test_bench_petsc_smoke(tmp_path):
+    from course.bench.petsc import PRECONDITIONERS
+
     """It runs and reports both engines for every preconditioner (no timing is asserted): the
-    same iterations, the reductions each counted, a ratio, a plot."""
+    same iterations, the reductions each counted, a ratio, a plot; and the compiled programs
+    beside PETSc's."""
     out, plot = tmp_path / "petsc.json", tmp_path / "petsc.png"
     result = run([PYTHON, "-m", "course", "bench", "petsc", "--sizes", "8", "--ranks", "2",
                   "--repeat", "1", "--json", out, "--plot", plot], timeout=280, cwd=ROOT)
@@ -361,3 +391,12 @@ def test_bench_petsc_smoke(tmp_path):
     assert all(r["same_iterations"] and r["course_over_petsc"] > 0 for r in results["ratios"])
     assert [r["reductions_per_iteration"] for r in results["runs"][:2]] == [2, 3]
     assert plot.stat().st_size > 1000 and "bjacobi-ic0" in result.stdout
+    # the compiled programs against petsc_solve_c on the same fem3d matrix and slabs: the same
+    # iterations in C and Fortran for every preconditioner (the same matrix, rows and blocks)
+    compiled = results["compiled"]
+    assert [(r["program"], r["precond"]) for r in compiled] == [
+        (program, precond) for precond, _ in PRECONDITIONERS
+        for program in ("fem3d_mpi_c", "fem3d_mpi_f")]
+    assert all(r["iterations"] == r["petsc_iterations"] > 0 and r["compiled_over_petsc"] > 0
+               for r in compiled), compiled
+    assert "fem3d_mpi_f" in result.stdout

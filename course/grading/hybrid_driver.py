@@ -49,8 +49,8 @@ from ..parallel.solve import Distributed
 from .exercise import reference, references_blocked
 from .halo import Case
 from .halo_driver import guarded
-from .pipecg_driver import (MATVEC, case_members, case_system, compiled_function,
-                            mpi4py_hidden)
+from .pipecg_driver import (MATVEC, case_system, compiled_function, mpi4py_hidden,
+                            on_case_ranks)
 
 TOL = 1e-8                 # the PCG solve with the learner's preconditioner
 MAX_ITER = 300
@@ -145,15 +145,8 @@ def parse(word: str) -> tuple[Case, list[int]]:
 
 def run_case(world, k: int, case: Case, sweeps: list[int], apply, variant: int = 0) -> bool:
     """Case k on the ranks case_members(k, ...) of world; True if it went wrong."""
-    members = case_members(k, case.ranks, world.Get_size())
-    me = world.Get_rank()
-    comm = world.Split(0 if me in members else MPI.UNDEFINED,
-                       members.index(me) if me in members else 0)
-    failed = False
-    if comm != MPI.COMM_NULL:
-        failed = check_case(world, comm, k, case, sweeps, apply, variant)
-        comm.Free()
-    return world.bcast(failed, root=members[0])
+    return on_case_ranks(world, k, case.ranks,
+                         lambda comm: check_case(world, comm, k, case, sweeps, apply, variant))
 
 
 def check_case(world, comm, k: int, case: Case, sweeps: list[int], apply,

@@ -84,7 +84,7 @@ def describe(ksp) -> list[str]:
         ksp.view(viewer)
         viewer.destroy()
         text = path.read_text()
-    prefix = ksp.getOptionsPrefix() or ""
+    prefix = ksp.getOptionsPrefix() or ""         # (each solve's own: not part of the solver)
     kept, kind = [], None
     for line in text.splitlines():
         words = line.strip()
@@ -103,33 +103,12 @@ def describe(ksp) -> list[str]:
     return kept
 
 
-def _solve(mat, b, chosen: dict, prefix: str):
-    """PETSc's KSP for mat with the options `chosen` under `prefix`: (description, iterations,
-    residual history relative to ||b||, converged); the options are removed afterwards."""
+def _solve(mat, b, chosen: dict):
+    """PETSc's solve of mat x = b with the options `chosen`: (its description of the solver,
+    iterations, residual history relative to ||b||, converged)."""
     from ..parallel import petsc
-    PETSc = petsc.petsc()
-    database = PETSc.Options(prefix)
-    for key, value in chosen.items():
-        database.setValue(key, value)
-    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
-    try:
-        ksp.setOptionsPrefix(prefix)
-        ksp.setOperators(mat)
-        ksp.setFromOptions()
-        ksp.setConvergenceHistory()
-        ksp.setUp()
-        rhs, x = mat.createVecLeft(), mat.createVecRight()
-        rhs.getArray()[:] = b
-        ksp.solve(rhs, x)
-        history = np.asarray(ksp.getConvergenceHistory()) / rhs.norm()
-        result = (describe(ksp), ksp.getIterationNumber(), history, ksp.getConvergedReason() > 0)
-        for vec in (rhs, x):
-            vec.destroy()
-        return result
-    finally:
-        ksp.destroy()
-        for key in chosen:
-            database.delValue(key)
+    out = petsc.solve_with(mat, b, chosen, inspect=describe)
+    return out["inspected"], out["iterations"], out["residuals"], out["converged"]
 
 
 def _as_options(got, where: str) -> dict[str, str]:
@@ -160,18 +139,18 @@ def check_options(petsc_options, configurations=CONFIGURATIONS) -> None:
     mat = petsc.crs_mat(a)
     twin = reference(petsc.options)
     try:
-        for k, (algorithm, precond, sweeps, tol) in enumerate(configurations):
+        for algorithm, precond, sweeps, tol in configurations:
             where = f"({algorithm!r}, {precond!r}, {sweeps!r}, {tol:g})"
             with references_blocked(petsc):
                 got = petsc_options(algorithm, precond, sweeps, tol)
             chosen = _as_options(got, where)
             try:
-                mine = _solve(mat, b, chosen, f"learner{k}_")
+                mine = _solve(mat, b, chosen)
             except PETSc.Error as err:
                 why = PETSC_ERRORS.get(err.ierr, "PETSc's error code says which")
                 raise AssertionError(f"petsc_options{where} gave {chosen}, and PETSc refused "
                                      f"them (its error code {err.ierr}: {why})") from None
-            wanted = _solve(mat, b, twin(algorithm, precond, sweeps, tol), f"twin{k}_")
+            wanted = _solve(mat, b, twin(algorithm, precond, sweeps, tol))
             compare(where, chosen, mine, wanted)
     finally:
         mat.destroy()

@@ -9,7 +9,7 @@ FILE) pairs, variants, run one after the other on the same cases; each variant s
 case that goes wrong (but course: it runs them all). A CASE is written by grading.Case.spec.
 
 The cases run one after the other, each in a communicator of its own, on case.ranks ranks of the
-job in descending world order (pipecg_driver.case_members). On each rank, the problem's local
+job in descending world order (pipecg_driver.on_case_ranks). On each rank, the problem's local
 matrix (pipecg_driver.case_system: the internal rows over the local columns) is handed to
 
     petsc_matrix(comm, n_internal, n_local, row_ptr, col, val, update)
@@ -34,7 +34,6 @@ import importlib.util
 import os
 import sys
 
-import numpy as np
 from mpi4py import MPI
 
 from ..parallel import petsc as petsc_module
@@ -43,7 +42,7 @@ from ..parallel.solve import LocalMatrix
 from .exercise import reference, references_blocked
 from .halo import Case
 from .halo_driver import guarded
-from .pipecg_driver import all_returned, case_members, case_system
+from .pipecg_driver import all_returned, case_system, on_case_ranks
 
 _GLOBAL_COLUMNS = reference(petsc_module.global_columns)
 _LOCAL_MAT = reference(petsc_module.local_mat)
@@ -83,15 +82,8 @@ def matrix_factory(lang: str, path: str):
 
 def run_case(world, k: int, case: Case, build, variant: int) -> bool:
     """Case k on the ranks case_members(k, ...) of world; True if it went wrong."""
-    members = case_members(k, case.ranks, world.Get_size())
-    me = world.Get_rank()
-    comm = world.Split(0 if me in members else MPI.UNDEFINED,
-                       members.index(me) if me in members else 0)
-    failed = False
-    if comm != MPI.COMM_NULL:
-        failed = check_case(world, comm, k, case, build, variant)
-        comm.Free()
-    return world.bcast(failed, root=members[0])
+    return on_case_ranks(world, k, case.ranks,
+                         lambda comm: check_case(world, comm, k, case, build, variant))
 
 
 def _rows(mat, first: int, last: int) -> list[dict]:

@@ -288,17 +288,23 @@ def residual_history(comm, product: CountedProduct, bnorm: float) -> list | None
     return [float(v) for v in np.sqrt(rr) / bnorm]
 
 
-def run_case(world, k: int, case: Case, solve) -> bool:
-    """Case k on the ranks case_members(k, ...) of world; True if it went wrong."""
-    members = case_members(k, case.ranks, world.Get_size())
+def on_case_ranks(world, k: int, ranks: int, check) -> bool:
+    """check(comm) on the ranks case_members(k, ranks, ...) of world, in a communicator of their
+    own (freed afterwards); its answer (True: the case went wrong) on every rank of world."""
+    members = case_members(k, ranks, world.Get_size())
     me = world.Get_rank()
     comm = world.Split(0 if me in members else MPI.UNDEFINED,
                        members.index(me) if me in members else 0)
     failed = False
     if comm != MPI.COMM_NULL:
-        failed = solve_case(world, comm, k, case, solve)
+        failed = check(comm)
         comm.Free()
     return world.bcast(failed, root=members[0])
+
+
+def run_case(world, k: int, case: Case, solve) -> bool:
+    """Case k on the ranks case_members(k, ...) of world; True if it went wrong."""
+    return on_case_ranks(world, k, case.ranks, lambda comm: solve_case(world, comm, k, case, solve))
 
 
 def solve_case(world, comm, k: int, case: Case, solve) -> bool:

@@ -10,12 +10,14 @@ rule, so that the two can be compared iteration for iteration.
                                   takes the number its owner gives it, sent by one halo exchange
     local_mat(matrix, columns)    each rank's internal rows as its rows of one distributed AIJ
     save_system(path, crs, b)     the matrix and the right-hand side in PETSc's binary format: what
-                                  the C and Fortran programs petsc_solve_c/_f read
+                                  the C and Fortran programs petsc_solve_c/_f read (rows=: each
+                                  rank's rows, written next to it)
     command_line(options)         the options as PETSc's command line (-ksp_type cg ...)
     run_program(name, path, ranks, options)   petsc_solve_c or petsc_solve_f on the saved system
                                   under mpiexec: the summary it prints (read_program_output)
     read_log_view(text)           the event table of a `-log_view` report: per event its calls,
                                   seconds (the slowest rank's), messages and global reductions
+    solve_with(mat, b, options)   PETSc's KSP with any options, from x0 = 0
     solve(mat, b, ...)            PETSc's KSP with the twin of the course's choice:
 
         course             PETSc
@@ -39,6 +41,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -122,10 +125,15 @@ def local_mat(matrix, columns: np.ndarray, comm):
                                  comm=comm)
 
 
-def save_system(path, crs: CRS, b: np.ndarray) -> None:
+def save_system(path, crs: CRS, b: np.ndarray, rows=None) -> None:
     """Write A (CRS) and then b into the PETSc binary file `path` (and PETSc's `path.info`), as
-    petsc_solve_c and petsc_solve_f read them."""
+    petsc_solve_c and petsc_solve_f read them; with `rows` (the rows of each rank, in order), also
+    `path.rows`, from which the programs take their split of the rows instead of PETSc's own."""
     PETSc = petsc()
+    if rows is not None:
+        rows = [int(r) for r in rows]
+        if min(rows, default=-1) < 0 or sum(rows) != crs.n:
+            raise ValueError(f"rows {rows}: one count >= 0 per rank, {crs.n} in all")
     mat = crs_mat(crs)
     rhs = PETSc.Vec().createWithArray(np.ascontiguousarray(b, dtype=float), comm=PETSc.COMM_SELF)
     viewer = PETSc.Viewer().createBinary(str(path), "w", comm=PETSc.COMM_SELF)
@@ -135,6 +143,11 @@ def save_system(path, crs: CRS, b: np.ndarray) -> None:
     finally:
         for obj in (viewer, rhs, mat):
             obj.destroy()
+    split = Path(f"{path}.rows")
+    if rows is not None:
+        split.write_text("".join(f"{r}\n" for r in rows))
+    elif split.exists():
+        split.unlink()                                   # (an earlier system's split)
 
 
 def command_line(chosen: dict[str, str]) -> list[str]:
@@ -228,14 +241,20 @@ _solves = iter(range(1, 1 << 62))
 
 def solve(mat, b: np.ndarray, comm=None, **choice) -> dict:
     """Solve mat x = b (b: this rank's rows) from x0 = 0 with the options of `choice`
-    (options(...)); returns x (this rank's rows), iterations, converged, the recursive residual's
-    norm relative to ||b|| (its history in residuals, iteration 0 first), PETSc's reason, the
-    options, and the global reductions of the solve (reductions_counted). Every rank of mat's
-    communicator calls it."""
+    (options(...)): solve_with's answer. Every rank of mat's communicator calls it."""
+    return solve_with(mat, b, options(**choice))
+
+
+def solve_with(mat, b: np.ndarray, chosen: dict[str, str], inspect=None) -> dict:
+    """Solve mat x = b from x0 = 0 with PETSc's options `chosen` (names without the -, set under
+    a prefix of this solve's own and removed afterwards); returns x (this rank's rows),
+    iterations, converged, the recursive residual's norm relative to ||b|| (its history in
+    residuals, iteration 0 first), PETSc's reason, the options, the global reductions of the
+    solve (reductions_counted) and, with inspect, inspect(ksp) after the solve. PETSc.Error for
+    options PETSc refuses. Every rank of mat's communicator calls it."""
     PETSc = petsc()
-    prefix = f"course{next(_solves)}_"           # this solve's options, removed afterwards
+    prefix = f"course{next(_solves)}_"
     database = PETSc.Options(prefix)
-    chosen = options(**choice)
     for key, value in chosen.items():
         database.setValue(key, value)
     ksp = PETSc.KSP().create(comm=mat.getComm())
@@ -257,7 +276,8 @@ def solve(mat, b: np.ndarray, comm=None, **choice) -> dict:
                   "relative_residual": ksp.getResidualNorm() / (bnorm or 1.0),
                   "residuals": np.asarray(ksp.getConvergenceHistory()) / (bnorm or 1.0),
                   "reason": int(ksp.getConvergedReason()), "options": chosen,
-                  "reductions": reductions}
+                  "reductions": reductions,
+                  "inspected": inspect(ksp) if inspect is not None else None}
         for vec in (rhs, x):
             vec.destroy()
         return result

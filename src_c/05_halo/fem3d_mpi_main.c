@@ -1201,21 +1201,28 @@ static int solve(const problem *p, const local_data *d, const local_mesh *m, loc
     }
     double relres, true_relres;
     int per_iteration, exchanges_per_iteration;
+    MPI_Barrier(MPI_COMM_WORLD);                  /* the solve timed from a common start */
+    const double started = MPI_Wtime();
     int iters = cg_variant_mpi(o->algorithm, o->nonblocking, o->replace_every, d->n_internal,
                                d->n_local, s->row_ptr, s->col_idx, s->val, &pc, s->rhs, s->t,
                                p->fem.eps, max_iter, &relres, d->n_neighbours, d->neighbours,
                                d->import_ptr, d->import_index, d->export_ptr, d->export_index,
                                MPI_COMM_WORLD, &per_iteration, &exchanges_per_iteration,
                                &true_relres);
+    double solve_seconds = MPI_Wtime() - started;
     if (iters < 0) {
         precond_free(&pc);
         return out_of_memory(p, rank);
     }
+    MPI_Allreduce(MPI_IN_PLACE, &solve_seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     /* the external temperatures too (the solver updates the internal ones only) */
     halo_exchange(d->n_neighbours, d->neighbours, d->import_ptr, d->import_index, d->export_ptr,
                   d->export_index, s->t, s->send_buf, s->recv_buf, MPI_COMM_WORLD);
     print_summary(p, d, s, partition, iters, relres, rank, n_ranks);
     print_variant(o, &pc, per_iteration, exchanges_per_iteration, true_relres, rank);
+    if (rank == 0)
+        printf("  solve %.6f s, %.2f us per iteration (the slowest rank)\n", solve_seconds,
+               iters > 0 ? 1e6 * solve_seconds / iters : 0.0);
     precond_free(&pc);
     status = relres <= p->fem.eps ? 0 : 1;
     if (output != NULL) {

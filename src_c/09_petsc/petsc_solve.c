@@ -4,8 +4,10 @@
  *   usage: mpiexec -n P petsc_solve_c FILE [PETSc options]
  *
  * FILE is a PETSc binary file that holds the matrix, then the right-hand side (the course writes
- * it: course.parallel.petsc.save_system). PETSc reads it on rank 0 and gives every rank its block
- * of rows. The solver is whatever the options choose (-ksp_type, -pc_type, -ksp_norm_type, ...;
+ * it: course.parallel.petsc.save_system). PETSc reads it on rank 0 and gives every rank a block
+ * of consecutive rows: as many as the line of rank r in FILE.rows says, where that file exists
+ * (one count per rank: the partition of another program, e.g. fem3d_mpi_c's blocks), else about
+ * as many on every rank. The solver is whatever the options choose (-ksp_type, -pc_type, -ksp_norm_type, ...;
  * course.parallel.petsc.options gives the twin of each course solver), from x0 = 0. Rank 0 prints
  * three lines:
  *   petsc_solve: N rows on P ranks, ksp KSP, pc PC, norm NORM
@@ -13,8 +15,8 @@
  *   solve S s, U us per iteration
  * Every option must be used by the solve: one that PETSc does not know (a misspelt name) is an
  * error, not a silent default. Exit status, the same on every rank: 0 converged, 1 not converged,
- * 2 bad input (a missing or unreadable FILE, an unknown option or value). An error is one line on
- * stderr, from rank 0. */
+ * 2 bad input (a missing or unreadable FILE, a FILE.rows without one count per rank, an unknown
+ * option or value). An error is one line on stderr, from rank 0. */
 #include <petscksp.h>
 #include <stdio.h>
 
@@ -52,13 +54,39 @@ static int readable_everywhere(const char *path)
     return ok;
 }
 
+/* This rank's count of rows from the file `path` (one count per rank, rank 0's first) into *rows;
+ * PETSC_DECIDE (PETSc's own split) where there is no such file. 1 if the file does not hold one
+ * count, >= 0, per rank; the same answer on every rank (each reads the same file). */
+static int rows_from_file(const char *path, PetscInt *rows)
+{
+    int rank, ranks, lines = 0;
+    long count;
+    MPI_Comm_rank(PETSC_COMM_WORLD, &rank);
+    MPI_Comm_size(PETSC_COMM_WORLD, &ranks);
+    *rows = PETSC_DECIDE;
+    FILE *file = fopen(path, "r");
+    if (file == NULL)
+        return 0;
+    while (fscanf(file, "%ld", &count) == 1) {
+        if (count < 0)
+            lines = ranks + 1;                   /* (no negative counts) */
+        else if (lines == rank)
+            *rows = (PetscInt)count;
+        lines++;
+    }
+    int bad = !feof(file) || lines != ranks;
+    fclose(file);
+    return bad;
+}
+
 /* [load_system] */
-/* A and b from the binary file, rows split into contiguous blocks by PETSc */
-static PetscErrorCode load_system(const char *path, Mat *A, Vec *b)
+/* A and b from the binary file, `rows` of them on this rank (PETSC_DECIDE: PETSc splits them) */
+static PetscErrorCode load_system(const char *path, PetscInt rows, Mat *A, Vec *b)
 {
     PetscViewer viewer;
     PetscCall(PetscViewerBinaryOpen(PETSC_COMM_WORLD, path, FILE_MODE_READ, &viewer));
     PetscCall(MatCreate(PETSC_COMM_WORLD, A));
+    PetscCall(MatSetSizes(*A, rows, rows, PETSC_DETERMINE, PETSC_DETERMINE));
     PetscCall(MatSetType(*A, MATAIJ));
     PetscCall(MatLoad(*A, viewer));
     PetscCall(MatCreateVecs(*A, NULL, b));
@@ -159,13 +187,18 @@ int main(int argc, char **argv)
     Vec b = NULL, x = NULL;
     KSP ksp = NULL;
     double seconds = 0.0;
-    char name[256];
+    char name[256], rows_path[4096];
+    PetscInt rows = PETSC_DECIDE;
     PetscErrorCode code;
+    if (argc > 1)
+        snprintf(rows_path, sizeof rows_path, "%s.rows", argv[1]);
     if (argc < 2 || argv[1][0] == '-') {
         fail("usage: mpiexec -n P petsc_solve_c FILE [PETSc options]", "");
     } else if (!readable_everywhere(argv[1])) {
         fail("cannot read the system file ", argv[1]);
-    } else if ((code = load_system(argv[1], &A, &b)) != 0) {
+    } else if (rows_from_file(rows_path, &rows) != 0) {
+        fail("does not hold one count of rows per rank, each >= 0: ", rows_path);
+    } else if ((code = load_system(argv[1], rows, &A, &b)) != 0) {
         fail("not a PETSc binary file with a matrix and a vector: ", petsc_message(code));
     } else if ((code = KSPCreate(PETSC_COMM_WORLD, &ksp)) != 0 || (code = configure(ksp, A)) != 0) {
         fail("PETSc refused the options: ", petsc_message(code));

@@ -74,7 +74,7 @@ program fem3d_mpi
     use mpi_f08, only: MPI_Comm, MPI_COMM_WORLD, MPI_Init_thread, MPI_Comm_rank, MPI_Comm_size, &
                        MPI_Allreduce, MPI_Bcast, MPI_INTEGER, MPI_DOUBLE_PRECISION, MPI_SUM, &
                        MPI_MIN, MPI_MAX, MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, &
-                       MPI_THREAD_SERIALIZED
+                       MPI_THREAD_SERIALIZED, MPI_Barrier, MPI_Wtime, MPI_IN_PLACE
     use omp_lib, only: omp_get_max_threads
     use course_fem3d, only: fem3d_element, fem3d_face_flux, fem3d_nakajima_source, &
                             fem3d_element_source_load
@@ -91,7 +91,7 @@ program fem3d_mpi
     use course_fem3d_problem, only: fem3d_problem, FACES, fem3d_read_problem, axis_of, opposite, &
                                     face_index, exact_at, SOURCE_NAKAJIMA
     use course_local_data, only: local_data, read_local_data, check_local_tables, check_local_halo
-    use course_cformat, only: c_d, c_e, c_g
+    use course_cformat, only: c_d, c_e, c_f, c_g
     use fem3d_mpi_exit, only: finalize_mpi
     implicit none
     integer, parameter :: dp = c_double
@@ -154,7 +154,7 @@ program fem3d_mpi
     real(dp), allocatable :: q_elem(:)                  ! nakajima's source on the local elements
     real(dp), allocatable, asynchronous :: send_buf(:), recv_buf(:)
     integer(c_int), allocatable :: quads(:, :), row_ptr(:), col_idx(:), fixed(:)
-    real(dp) :: relres
+    real(dp) :: relres, started, solve_seconds
     integer :: exit_status
     character(len=:), allocatable :: name, message      ! this rank's local data, for messages
 
@@ -223,13 +223,17 @@ program fem3d_mpi
     call crs_dirichlet(local%n_local, fixed, g, row_ptr, col_idx, val, rhs)   ! g = 0: T = 0
     max_iter = iteration_limit()
     call setup_precond()
+    call MPI_Barrier(comm)                        ! the solve timed from a common start
+    started = MPI_Wtime()
     iters = cg_variant_mpi(algorithm, nonblocking, replace_every, local%n_internal, &
                            local%n_local, row_ptr, col_idx, val, precond, rhs, t, p%eps, &
                            max_iter, relres, local%n_neighbours, local%neighbours, &
                            local%import_ptr, local%import_index, local%export_ptr, &
                            local%export_index, comm, per_iteration, exchanges_per_iteration, &
                            true_relres)
+    solve_seconds = MPI_Wtime() - started
     if (iters < 0) call out_of_memory()
+    call MPI_Allreduce(MPI_IN_PLACE, solve_seconds, 1, MPI_DOUBLE_PRECISION, MPI_MAX, comm)
 
     if (relres <= p%eps) then
         exit_status = 0
@@ -238,6 +242,9 @@ program fem3d_mpi
     end if
     call print_summary()
     call print_variant()
+    if (rank == 0) write(output_unit, '(a)') '  solve ' // c_f(solve_seconds, 6) // ' s, ' // &
+        c_f(merge(1d6 * solve_seconds / max(iters, 1), 0.0_dp, iters > 0), 2) // &
+        ' us per iteration (the slowest rank)'
     if (allocated(output_path)) then
         if (.not. write_output(output_path)) exit_status = 2
     end if

@@ -1,6 +1,7 @@
 ! petsc_solve: a linear system solved by PETSc's KSP, the Fortran twin of petsc_solve_c (see
 ! src_c/09_petsc/petsc_solve.c for the whole description): the same file, the same options, the
-! same three lines on rank 0, the same exit status (0 converged, 1 not converged, 2 bad input).
+! same three lines on rank 0, the same exit status (0 converged, 1 not converged, 2 bad input),
+! the same FILE.rows (the rows of each rank, where that file exists).
 !
 !   usage: mpiexec -n P petsc_solve_f FILE [PETSc options]
 !
@@ -12,7 +13,7 @@ module petsc_solve_steps
   use petscksp
   implicit none
   private
-  public :: fail, readable_everywhere, load_system, configure, solve, report
+  public :: fail, readable_everywhere, rows_from_file, load_system, configure, solve, report
 
 contains
 
@@ -37,10 +38,42 @@ contains
     call MPI_Bcast(ok, 1, MPI_LOGICAL, 0, PETSC_COMM_WORLD, ierr)
   end function readable_everywhere
 
-  ! [load_system]
-  ! A and b from the binary file, rows split into contiguous blocks by PETSc
-  subroutine load_system(path, A, b, ierr)
+  ! This rank's count of rows from the file `path` (one count per rank, rank 0's first) into rows;
+  ! PETSC_DECIDE (PETSc's own split) where there is no such file. .true. if the file does not hold
+  ! one count, >= 0, per rank; the same answer on every rank (each reads the same file).
+  logical function rows_from_file(path, rows) result(bad)
     character(len=*), intent(in) :: path
+    PetscInt, intent(out) :: rows
+    PetscMPIInt :: rank, ranks
+    PetscErrorCode :: ierr
+    integer :: unit, status, lines
+    integer(kind=8) :: count
+    logical :: exists
+    call MPI_Comm_rank(PETSC_COMM_WORLD, rank, ierr)
+    call MPI_Comm_size(PETSC_COMM_WORLD, ranks, ierr)
+    rows = PETSC_DECIDE
+    bad = .false.
+    inquire(file=path, exist=exists)
+    if (.not. exists) return
+    open(newunit=unit, file=path, status='old', action='read', iostat=status)
+    if (status /= 0) return
+    lines = 0
+    do
+      read(unit, *, iostat=status) count
+      if (status /= 0) exit
+      if (count < 0) bad = .true.
+      if (lines == rank) rows = int(count, kind=kind(rows))
+      lines = lines + 1
+    end do
+    bad = bad .or. .not. is_iostat_end(status) .or. lines /= ranks
+    close(unit)
+  end function rows_from_file
+
+  ! [load_system]
+  ! A and b from the binary file, `rows` of them on this rank (PETSC_DECIDE: PETSc splits them)
+  subroutine load_system(path, rows, A, b, ierr)
+    character(len=*), intent(in) :: path
+    PetscInt, intent(in) :: rows
     Mat, intent(out) :: A
     Vec, intent(out) :: b
     PetscErrorCode, intent(out) :: ierr
@@ -49,6 +82,7 @@ contains
     call PetscViewerBinaryOpen(PETSC_COMM_WORLD, path, FILE_MODE_READ, viewer, ierr)
     if (ierr /= 0) return
     call MatCreate(PETSC_COMM_WORLD, A, ierr)
+    if (ierr == 0) call MatSetSizes(A, rows, rows, PETSC_DETERMINE, PETSC_DETERMINE, ierr)
     if (ierr == 0) call MatSetType(A, MATAIJ, ierr)
     if (ierr == 0) call MatLoad(A, viewer, ierr)
     if (ierr == 0) call MatCreateVecs(A, PETSC_NULL_VEC, b, ierr)
@@ -160,7 +194,7 @@ program petsc_solve
   Vec :: b, x
   KSP :: ksp
   PetscErrorCode :: ierr
-  PetscInt :: unused
+  PetscInt :: unused, rows
   integer :: status
   double precision :: seconds
 
@@ -176,8 +210,10 @@ program petsc_solve
     call fail('usage: mpiexec -n P petsc_solve_f FILE [PETSc options]')
   else if (.not. readable_everywhere(trim(path))) then
     call fail('cannot read the system file ' // trim(path))
+  else if (rows_from_file(trim(path) // '.rows', rows)) then
+    call fail('does not hold one count of rows per rank, each >= 0: ' // trim(path) // '.rows')
   else
-    call load_system(trim(path), A, b, ierr)
+    call load_system(trim(path), rows, A, b, ierr)
     if (ierr /= 0) then
       write(message, '(a, i0, a)') ' (PETSc error ', ierr, ')'
       call fail('not a PETSc binary file with a matrix and a vector' // trim(message))

@@ -1,4 +1,4 @@
-! Numbers as text, the way C's printf writes them ("%d", "%.3e", "%g"), so that the Fortran programs
+! Numbers as text, the way C's printf writes them ("%d", "%.3e", "%g", "%.6f"), so that the Fortran programs
 ! print exactly the same lines as their C twins (Fortran's own ES edit descriptor would write
 ! "1.234E-15" where C writes "1.234e-15", and has nothing like "%g").
 module course_cformat
@@ -6,7 +6,7 @@ module course_cformat
     use, intrinsic :: ieee_arithmetic, only: ieee_is_finite, ieee_is_nan
     implicit none
     private
-    public :: c_d, c_e, c_g
+    public :: c_d, c_e, c_f, c_g
 
     ! like printf("%d", value), or printf("%ld", value) for a 64-bit value
     interface c_d
@@ -140,6 +140,28 @@ function without_trailing_zeros(digits) result(text)
     end do
     text = digits(1:last)
 end function without_trailing_zeros
+
+! like printf("%.<digits>f", value), digits >= 1 (Fortran's F0.d drops the zero before the point)
+function c_f(value, digits) result(text)
+    real(dp), intent(in) :: value
+    integer, intent(in) :: digits
+    character(len=:), allocatable :: text
+    character(len=64) :: buffer
+    character(len=16) :: edit
+
+    if (.not. ieee_is_finite(value)) then
+        text = non_finite(value)
+        return
+    end if
+    write(edit, '(a, i0, a)') '(f0.', digits, ')'
+    write(buffer, edit) value
+    text = trim(buffer)
+    if (text(1:1) == '.') then
+        text = '0' // text
+    else if (text(1:2) == '-.') then
+        text = '-0' // text(2:)
+    end if
+end function c_f
 
 function non_finite(value) result(text)
     real(dp), intent(in) :: value
