@@ -324,8 +324,8 @@ def test_every_variant_with_two_threads(name, algorithm, workdir):
 def test_two_threads_twice_the_same_bits(name, workdir):
     """The dot products are summed share by share in thread order over static shares of the rows
     (not in whatever order or shares the threads happen to take): three runs of 2 ranks x 2
-    threads give the same summary and the same temperatures to the last printed digit (%.15g) at
-    every node of every piece of the .pvtu output. The ranks are not bound to a core each (Open
+    threads give the same summary (but the time of the solve) and the same temperatures to the
+    last printed digit (%.15g) at every node of every piece of the .pvtu output. The ranks are not bound to a core each (Open
     MPI's default for 2 ranks), so that the 4 threads run at once on the 2 cores and their
     timing varies from run to run (they spin only briefly at a barrier before they sleep:
     GOMP_SPINCOUNT, 4 threads on 2 cores). With two threads the order of the two shares cannot
