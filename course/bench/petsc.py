@@ -24,6 +24,7 @@ the cores are run and flagged (oversubscribed: their timings say little). Benchm
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import tempfile
@@ -77,9 +78,11 @@ _ITERATIONS = re.compile(r"CG: (\d+) iterations")
 _TIME = re.compile(r"solve (\S+) s, (\S+) us per iteration")
 
 
+@functools.lru_cache(maxsize=1)
 def fem3d_system(n: int):
     """The model problem of FEM3D_INPUT as fem3d_mpi assembles it (T = 0 on zmax, the flux 0.5
-    into zmin, source 1, conductivity 1, n^3 elements of the unit cube): (CRS, b)."""
+    into zmin, source 1, conductivity 1, n^3 elements of the unit cube): (CRS, b), assembled once
+    for all the runs of one size (read only)."""
     import numpy as np
 
     from ..fem import assembly, mesh

@@ -28,12 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from ..parallel.mpi_job import run_watched
-from . import halo_messages
 from .exercise import (_base, compile_kernel, compiled_language, entry, plain, reference,
                        references_blocked, row_label, run_isolated)
 from .halo import Case, check_python_source
 from .hybrid_driver import MAX_ITER, TOL, Z_RTOL, verdict
-from .pipecg import mpi4py_import, raise_first_error
+from .pipecg import mpi4py_import, raise_first_error, raise_if_cut_short
 
 LANGUAGES = ("c", "fortran", "python")
 
@@ -342,14 +341,7 @@ def judge(job, cases, lang: str, apply_timeout: float, variant: int = 0) -> None
                              "the job was stopped: an endless loop? Or ranks waiting for each "
                              "other in matvec: each call is a halo exchange, so every rank must "
                              "call it as often as the others (K - 1 times).")
-    if job.returncode != 0 or len(results) != len(cases):
-        rank, name = halo_messages._signal(job.output)
-        crashed = f" with {name}" + (f" on rank {rank}" if rank else "") if name else ""
-        words = halo_messages._own_words(job.output)
-        raise AssertionError(f"the MPI job running asdd_apply "
-                             f"{_where(cases, running) if running is not None else ''} ended"
-                             f"{crashed or f' with exit status {job.returncode}'} before it "
-                             f"reported every check." + (f" It wrote: {words}." if words else ""))
+    raise_if_cut_short(job, "asdd_apply", _where(cases, running), len(results) == len(cases))
 
 
 def _where(cases: list, k: int | None) -> str:

@@ -32,10 +32,9 @@ from pathlib import Path
 import numpy as np
 
 from ..parallel.mpi_job import run_watched
-from . import halo_messages
 from .exercise import reference, references_blocked
 from .halo import Case, check_python_source
-from .pipecg import raise_first_error
+from .pipecg import raise_first_error, raise_if_cut_short
 
 # task 1: (algorithm, preconditioner, sweeps, tol), every CG variant and every preconditioner with
 # a twin, two tolerances
@@ -250,14 +249,7 @@ def judge(job, cases, step_timeout: float, variant: int = 0) -> None:
                              f"{_where(cases, running) if running is not None else ''}: a matrix "
                              "whose preallocation was never set (createAIJ without nnz= or csr=, "
                              "and no setUp()) cannot take values. Preallocate from the pattern.")
-    if job.returncode != 0 or len(results) != len(cases):
-        rank, name = halo_messages._signal(job.output)
-        crashed = f" with {name}" + (f" on rank {rank}" if rank else "") if name else ""
-        words = halo_messages._own_words(job.output)
-        raise AssertionError(f"the MPI job running petsc_matrix "
-                             f"{_where(cases, running) if running is not None else ''} ended"
-                             f"{crashed or f' with exit status {job.returncode}'} before it "
-                             f"reported every check." + (f" It wrote: {words}." if words else ""))
+    raise_if_cut_short(job, "petsc_matrix", _where(cases, running), len(results) == len(cases))
 
 
 def message(result: dict, where: str) -> str | None:

@@ -177,14 +177,21 @@ def check_chronopoulos_gear(source, lang: str, cases, solve_timeout: float = 30.
         raise AssertionError(f"chronopoulos_gear did not finish within {solve_timeout:g} s "
                              f"{where}, and the job was stopped: an endless loop? The loop must "
                              f"end after at most max_iter = {MAX_ITER} iterations.")
-    if job.returncode != 0 or len(results) != len(cases):
-        rank, name = halo_messages._signal(job.output)
-        crashed = f" with {name}" + (f" on rank {rank}" if rank else "") if name else ""
-        words = halo_messages._own_words(job.output)
-        raise AssertionError(f"the MPI job running chronopoulos_gear "
-                             f"{_where(cases, running) if running is not None else ''} ended"
-                             f"{crashed or f' with exit status {job.returncode}'} before it "
-                             f"reported every check." + (f" It wrote: {words}." if words else ""))
+    raise_if_cut_short(job, "chronopoulos_gear", _where(cases, running), len(results) == len(cases))
+
+
+def raise_if_cut_short(job, function: str, where: str, complete: bool) -> None:
+    """AssertionError when the MPI job running the learner's `function` ended with an error
+    status or before it reported every check (complete: it did): how it ended (a signal, on
+    which rank) and what it wrote itself; `where`: the case that was running, in words."""
+    if job.returncode == 0 and complete:
+        return
+    rank, name = halo_messages._signal(job.output)
+    crashed = f" with {name}" + (f" on rank {rank}" if rank else "") if name else ""
+    words = halo_messages._own_words(job.output)
+    raise AssertionError(f"the MPI job running {function} {where} ended"
+                         f"{crashed or f' with exit status {job.returncode}'} before it "
+                         f"reported every check." + (f" It wrote: {words}." if words else ""))
 
 
 def raise_first_error(job, function: str, where, during=lambda stage: "") -> None:
