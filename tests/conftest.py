@@ -53,6 +53,21 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))     # stable: the rest as is
 
 
+@pytest.fixture(autouse=True)
+def worker_keeps_its_cores():
+    """Fails a test that pins the test worker to fewer CPUs (an in-process OpenMP library started
+    under OMP_PROC_BIND binds the thread that starts it): every later subprocess of the worker
+    would inherit the mask, run on one core, and OpenBLAS would cap its pool. The mask is restored
+    so that the tests after it run as they would alone."""
+    before = os.sched_getaffinity(0)
+    yield
+    after = os.sched_getaffinity(0)
+    if after != before:
+        os.sched_setaffinity(0, before)
+        pytest.fail(f"the test pinned its worker to CPUs {sorted(after)} (was {sorted(before)}): "
+                    "run what binds threads in a subprocess", pytrace=False)
+
+
 def lang_params(langs=LANGS):
     """pytest.param per language, id = the language, compiled ones marked `compiled`."""
     return [pytest.param(lang, id=lang,

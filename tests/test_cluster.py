@@ -236,15 +236,13 @@ def test_doctor_inside_a_job_counts_the_cores_of_the_job(slurm, tmp_path):
     assert report["job"]["binding"]["OMP_NUM_THREADS"] == "1"
 
 
-def test_every_benchmark_records_the_job(tmp_path, monkeypatch):
-    """A benchmark run inside a batch job records the scheduler, job, node and binding."""
-    from course import bench
-
-    monkeypatch.setenv("SLURM_JOB_ID", "4242")
-    monkeypatch.setenv("SLURMD_NODENAME", "node17")
-    monkeypatch.setenv("OMP_PROC_BIND", "close")
+def test_every_benchmark_records_the_job(tmp_path):
+    """A benchmark run inside a batch job records the scheduler, job, node and binding. It runs as
+    a job's program does, in a process of its own: OpenMP started under OMP_PROC_BIND binds it."""
     out = tmp_path / "fem1d.json"
-    bench.run_suite("fem1d", str(out), None, sizes=(20,), langs=("numpy",), repeat=1)
+    job_env = env_with(SLURM_JOB_ID=4242, SLURMD_NODENAME="node17", OMP_PROC_BIND="close")
+    run_course("bench", "fem1d", "--json", out, "--sizes", "20", "--langs", "numpy", "--repeat", "1",
+               check=True, env=job_env)
     job = json.loads(out.read_text())["machine"]["job"]
     assert (job["scheduler"], job["job_id"], job["node"]) == ("slurm", "4242", "node17")
     assert job["binding"]["OMP_PROC_BIND"] == "close"
