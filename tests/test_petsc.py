@@ -140,6 +140,13 @@ def test_the_options_of_each_twin():
         petsc.options("bicgstab")
     with pytest.raises(ValueError, match="sweeps are for asdd-ic0"):
         petsc.options(precond="diagonal", sweeps=2)
+    grown = petsc.overlap_options(2)
+    assert (grown["pc_type"], grown["pc_asm_type"], grown["pc_asm_overlap"],
+            grown["sub_pc_type"]) == ("asm", "basic", "2", "icc")
+    assert petsc.overlap_options(0, exact=True)["sub_pc_type"] == "cholesky"
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="overlap must be a whole number"):
+            petsc.overlap_options(bad)
 
 
 def test_a_missing_petsc4py_says_how_to_install_it(monkeypatch):
@@ -168,7 +175,7 @@ def test_the_distributed_twins_under_mpiexec(ranks):
     assert result.returncode == 0, result.stdout + result.stderr
     checks = [line.split(":")[0] for line in result.stdout.splitlines()]
     assert checks == [f"{a} diagonal ok" for a in ALGORITHMS] + \
-        ["pcg bjacobi-ic0 ok", "pcg asdd-ic0 ok"], result.stdout
+        ["pcg bjacobi-ic0 ok", "pcg asdd-ic0 ok", "asm overlap ok"], result.stdout
 
 
 # --- the C and Fortran programs against PETSc ----------------------------------------------------

@@ -29,6 +29,8 @@ rule, so that the two can be compared iteration for iteration.
         bjacobi-ic0        -pc_type bjacobi -sub_pc_type icc      (IC(0) of each rank's block)
         asdd-ic0, K        -pc_type ksp -ksp_ksp_type richardson -ksp_ksp_max_it K
                            -ksp_pc_type bjacobi -ksp_sub_pc_type icc   (K sweeps z += B (r - A z))
+        (overlap_options)  -pc_type asm -pc_asm_type basic -pc_asm_overlap k -sub_pc_type icc:
+                           each rank's block grown by k layers of its neighbours' rows
         gamg, boomeramg    -pc_type gamg, -pc_type hypre -pc_hypre_type boomeramg: algebraic
                            multigrid, which the course does not build (LIBRARY_PRECONDS)
 
@@ -234,6 +236,22 @@ def options(algorithm: str = "pcg", precond: str = "diagonal", sweeps: int | Non
                       ksp_ksp_norm_type="none", ksp_pc_type="bjacobi", ksp_sub_pc_type="icc")
     return chosen
 # [options]
+
+
+# [overlap_options]
+def overlap_options(overlap: int, exact: bool = False, algorithm: str = "pcg",
+                    tol: float = 1e-8) -> dict[str, str]:
+    """PETSc's additive Schwarz with `overlap` layers of the neighbours' rows added to each rank's
+    block, which the course does not build: each block solved by IC(0) (as bjacobi-ic0's) or,
+    exact, by Cholesky; `basic` adds the blocks' corrections (twice where they overlap) and keeps
+    M^-1 symmetric, as CG needs (PETSc's default, `restrict`, does not). Overlap 0 is bjacobi."""
+    if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 0:
+        raise ValueError(f"overlap must be a whole number of layers >= 0, got {overlap!r}")
+    chosen = options(algorithm, "bjacobi-ic0", tol=tol)
+    chosen.update(pc_type="asm", pc_asm_type="basic", pc_asm_overlap=str(overlap),
+                  sub_pc_type="cholesky" if exact else "icc")
+    return chosen
+# [overlap_options]
 
 
 _solves = iter(range(1, 1 << 62))
