@@ -4,6 +4,7 @@ with 1 to 4 ranks, the four halo exchanges, the message-size exchanges and the d
 
 from __future__ import annotations
 
+import ctypes
 import shutil
 
 import numpy as np
@@ -97,6 +98,36 @@ def test_metis_is_balanced_deterministic_and_cuts_little():
     blocks = part.quality(mesh, part.block_partition(mesh, 2, 2, 1))
     assert q.edge_cut < 1.5 * blocks.edge_cut, (q.edge_cut, blocks.edge_cut)
     assert np.array_equal(part.metis_partition(mesh, 1), np.zeros(mesh.n_node))
+
+
+# A native thread that draws from C's rand() until told to stop, as ZeroMQ's I/O threads do in a
+# Jupyter kernel (a Python thread cannot: pymetis keeps the GIL while METIS runs)
+RAND_DRAWER = r"""
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+static atomic_int running;
+static pthread_t thread;
+static void *draw(void *unused) { (void)unused; while (running) rand(); return NULL; }
+void start_drawing(void) { running = 1; pthread_create(&thread, NULL, draw, NULL); }
+void stop_drawing(void) { running = 0; pthread_join(thread, NULL); }
+"""
+
+
+def test_metis_ignores_other_threads_drawing_from_c_rand(tmp_path):
+    """METIS draws from C's rand(), whose state every thread of a process shares. With another
+    thread drawing all the while, the partition stays the one of a quiet process."""
+    quiet = part.metis_partition(MESH, 4)
+    source = tmp_path / "drawer.c"
+    source.write_text(RAND_DRAWER)
+    run(["cc", "-shared", "-fPIC", "-pthread", "-o", tmp_path / "drawer.so", source], check=True)
+    drawer = ctypes.CDLL(str(tmp_path / "drawer.so"))
+    drawer.start_drawing()
+    try:
+        busy = [part.metis_partition(MESH, 4) for _ in range(3)]
+    finally:
+        drawer.stop_drawing()
+    assert all(np.array_equal(owner, quiet) for owner in busy)
 
 
 def test_metis_parts_are_numbered_by_their_first_node_in_every_process():

@@ -5,7 +5,7 @@ Two ways to make one:
   part p holding i in [start(p), start(p+1)), start(p) = floor(p (NX+1) / PX) (uneven sizes allowed);
   rank = px + PX (py + PY pz). The C and Fortran programs (fem3d_mpi_c/_f) use the same rule.
 - METIS: k-way partitioning of the node graph (two nodes are joined when they share an element),
-  through pymetis, which bundles the METIS library.
+  through pymetis, which bundles the METIS library, run in a process of its own (metis_part_graph).
 
 Any map works for the rest of the track (course.parallel.local): the partition decides only how
 much each rank computes (load balance) and how much it talks (halo size, neighbours).
@@ -13,6 +13,9 @@ much each rank computes (load balance) and how much it talks (halo size, neighbo
 
 from __future__ import annotations
 
+import io
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,29 +96,54 @@ def metis_partition(mesh: BoxMesh, parts: int, seed: int = 1, weights=None) -> n
     """owner[node] (int32) from METIS k-way partitioning of the node graph (pymetis); weights:
     the work of each node (None: 1 each; course.parallel.subdomain cuts a coarse lattice whose
     points weigh the nodes they stand for)."""
-    import pymetis
-
     if isinstance(parts, bool) or int(parts) != parts or parts < 1:
         raise ValueError(f"parts must be a positive integer, got {parts!r}")
     if parts > mesh.n_node:
         raise ValueError(f"{parts} parts are more than the {mesh.n_node} nodes of the mesh")
     if parts == 1:
         return np.zeros(mesh.n_node, dtype=np.int32)
-    xadj, adjncy = node_graph(mesh)
-    options = pymetis.Options(seed=seed)      # the same partition on every run and every rank
-    _, owner = pymetis.part_graph(int(parts), pymetis.CSRAdjacency(xadj, adjncy),
-                                  vweights=None if weights is None else list(weights),
-                                  options=options)
-    owner = np.asarray(owner, dtype=np.int32)
+    owner = metis_part_graph(int(parts), *node_graph(mesh), weights, seed)
     if np.unique(owner).size != parts:
         raise ValueError(f"METIS left a part empty: {parts} parts of {mesh.n_node} nodes")
     return numbered_by_first_node(owner)
 
 
+# The child: the graph arrives as an .npz on stdin, the parts leave as int32 bytes on stdout.
+_METIS_CHILD = """
+import io, sys
+import numpy as np
+import pymetis
+graph = np.load(io.BytesIO(sys.stdin.buffer.read()))
+adjacency = pymetis.CSRAdjacency(graph["xadj"], graph["adjncy"])
+weights = graph["weights"].tolist() if graph["weights"].size else None
+_, owner = pymetis.part_graph(int(graph["parts"]), adjacency, vweights=weights,
+                              options=pymetis.Options(seed=int(graph["seed"])))
+sys.stdout.buffer.write(np.asarray(owner, dtype=np.int32).tobytes())
+"""
+
+
+def metis_part_graph(parts: int, xadj, adjncy, weights=None, seed: int = 1) -> np.ndarray:
+    """METIS's parts of the graph (CSR: xadj, adjncy; weights per vertex or None), from a fresh
+    Python process. METIS draws its random numbers from C's rand(), whose state every thread of a
+    process shares, and a seed makes it repeat only if nothing else draws meanwhile: in a Jupyter
+    kernel, an ipyparallel engine or a test worker, ZeroMQ's threads call rand() too, and one draw
+    in the middle of a partition changes it (seen in the test suite). A process of its own costs
+    about 0.1 s and gives the same parts for the same graph, everywhere."""
+    graph = io.BytesIO()
+    np.savez(graph, parts=parts, seed=seed, xadj=np.asarray(xadj, dtype=np.int64),
+             adjncy=np.asarray(adjncy, dtype=np.int64),
+             weights=np.asarray([] if weights is None else weights, dtype=np.int64))
+    done = subprocess.run([sys.executable, "-c", _METIS_CHILD], input=graph.getvalue(),
+                          capture_output=True, timeout=600)
+    if done.returncode != 0:
+        last = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
+        raise RuntimeError(f"METIS failed on a graph of {len(xadj) - 1} vertices: {last[0]}")
+    return np.frombuffer(done.stdout, dtype=np.int32).copy()
+
+
 def numbered_by_first_node(owner: np.ndarray) -> np.ndarray:
-    """The same parts renumbered in the order of their lowest node: part 0 holds node 0. METIS
-    has been seen, once in a full test run, to return the same cut with two labels swapped; the
-    numbering makes the map depend on the cut alone."""
+    """The same parts renumbered in the order of their lowest node: part 0 holds node 0, so that
+    the map depends on the cut alone, not on METIS's labels."""
     labels, first = np.unique(owner, return_index=True)
     rank_of_label = np.empty(labels.max() + 1, dtype=np.int32)
     rank_of_label[labels[np.argsort(first)]] = np.arange(labels.size, dtype=np.int32)
