@@ -8,7 +8,8 @@ versions of a kernel in both languages. A signature too long for the book's colu
 its commas for display (whitespace, and Fortran's ``&``, only: the tokens are those of the file).
 
 Every lecture calls `setup()` in its first code cell: SVG figures and fonts that stay readable at the
-width the book shows them; `wrap` folds long prose printed by a cell.
+width the book shows them; `wrap` folds long prose printed by a cell; `count` writes "1 thread"
+and "2 threads" where a run knows the number.
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ def setup() -> None:
 
     set_matplotlib_formats("svg")
     plt.rcParams.update(FIGURE_STYLE)
+
+
+def count(number, noun: str, plural: str | None = None) -> str:
+    """A count and its noun agreeing with it, for sentences a run writes: count(1, "thread") is
+    "1 thread", count(2, "thread") "2 threads", count(3, "matrix", "matrices") "3 matrices"."""
+    return f"{number:g} {noun if number == 1 else plural or noun + 's'}"
 
 
 _SENTENCE_END = (".", ",", ":", ";", ")")
