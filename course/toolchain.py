@@ -82,6 +82,38 @@ def mpi4py_library() -> tuple[str | None, str | None]:
     return (lines[0], lines[1]) if out.returncode == 0 and len(lines) == 2 else (None, None)
 
 
+def petsc_versions() -> tuple[str | None, str | None, str | None]:
+    """(PETSc, petsc4py, hypre) as petsc4py finds them (lecture 09_petsc), in a subprocess like
+    mpi4py_library; None where petsc4py does not import. hypre: the version its HYPRE_config.h
+    states (beside PETSc's headers, conda's, or Debian's), "in PETSc" when PETSc has hypre and the
+    header is not found, "not in PETSc" when PETSc was built without it."""
+    code = ("import petsc4py; petsc4py.init([]); from petsc4py import PETSc; "
+            "print('.'.join(map(str, PETSc.Sys.getVersion()))); print(petsc4py.__version__); "
+            "print(int(PETSc.Sys.hasExternalPackage('hypre'))); "
+            "c = petsc4py.get_config(); print(c['PETSC_DIR']); print(c.get('PETSC_ARCH') or '')")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=60, env={**os.environ, **mpi_env()})
+    except subprocess.TimeoutExpired:
+        return None, None, None
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or len(lines) < 4:
+        return None, None, None
+    petsc, petsc4py, has_hypre, petsc_dir = lines[:4]
+    arch = lines[4] if len(lines) > 4 else ""
+    if has_hypre != "1":
+        return petsc, petsc4py, "not in PETSc"
+    places = [Path(petsc_dir) / "include", Path(petsc_dir) / arch / "include",
+              Path(os.environ.get("CONDA_PREFIX") or "/nonexistent") / "include",
+              Path("/usr/include/hypre")]
+    for header in (place / "HYPRE_config.h" for place in places):
+        if header.is_file():
+            found = re.search(r'HYPRE_RELEASE_VERSION\s+"([^"]+)"', header.read_text(errors="replace"))
+            if found:
+                return petsc, petsc4py, found.group(1)
+    return petsc, petsc4py, "in PETSc"
+
+
 def mpi_env() -> dict[str, str]:
     """Environment that lets Open MPI run as root and oversubscribe a small machine."""
     env = {"OMPI_MCA_rmaps_base_oversubscribe": "1", "PRTE_MCA_rmaps_default_mapping_policy":
@@ -196,6 +228,7 @@ def report() -> dict:
 
     mpiexec = _first_line(["mpiexec", "--version"])
     mpi4py_version, mpi4py_lib = mpi4py_library()
+    petsc, petsc4py, hypre = petsc_versions()
     info = {
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "numpy": numpy.__version__,
@@ -210,6 +243,9 @@ def report() -> dict:
         "mpi_family": mpi_family(mpiexec),
         "mpi4py": mpi4py_version,
         "mpi4py_library": mpi4py_lib,
+        "petsc": petsc,                     # optional: lecture 09_petsc only
+        "petsc4py": petsc4py,
+        "hypre": hypre,
         "cores": usable_cores(),
         "sockets": sockets(),
         "numa_nodes": numa_nodes(),
@@ -239,6 +275,9 @@ def markdown_table(info: dict) -> str:
             ("Numba threads", info["numba_threads"]),
             ("MPI (mpiexec)", info["mpiexec"]), ("mpi4py, built against",
                                                  f"{info['mpi4py']}, {info['mpi4py_library']}"),
+            ("PETSc / petsc4py / hypre (lecture 09)",
+             f"{info['petsc']} / {info['petsc4py']} / {info['hypre']}" if info.get("petsc")
+             else None),
             ("Cores / sockets / NUMA nodes",
              f"{info['cores']} / {info['sockets']} / {info['numa_nodes']}"),
             ("Platform", info["platform"])]

@@ -11,7 +11,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 # conda packages that provide the toolchain (pip cannot) and are not in pyproject.toml
-CONDA_ONLY = {"python", "c-compiler", "fortran-compiler", "cmake", "make", "openmpi", "fftw", "pip"}
+# (petsc4py too: setup.sh compiles it against the PETSc it finds, outside pyproject.toml)
+CONDA_ONLY = {"python", "c-compiler", "fortran-compiler", "cmake", "make", "openmpi", "fftw", "pip",
+              "petsc", "petsc4py"}
 
 
 def _name(requirement: str) -> str:
@@ -36,6 +38,12 @@ def test_environment_yml_matches_pyproject():
     have = _environment_packages() - CONDA_ONLY
     assert wanted - have == set(), f"in pyproject.toml, missing from environment.yml: {wanted - have}"
     assert have - wanted == set(), f"in environment.yml, missing from pyproject.toml: {have - wanted}"
+
+
+def test_environment_yml_brings_petsc_with_petsc4py():
+    """Lecture 09 and its exercise need PETSc with petsc4py: the conda route (macOS) gets both
+    from conda-forge, or every PETSc cell of lecture 09 skips."""
+    assert {"petsc", "petsc4py"} <= _environment_packages()
 
 
 def _tracked(*patterns: str) -> list[str]:

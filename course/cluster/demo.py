@@ -28,6 +28,16 @@ ROOT = jobscript.ROOT
 RECORD = ROOT / "examples" / "07_cluster" / "recorded_slurm.json"
 INPUT_03 = "examples/03_openmp/INPUT.DAT"
 BATCH_NOTEBOOK = "notebooks/01_fem1d_b_solve_and_verify.ipynb"
+SHOWN_CHECKOUT = "$HOME/pfem"      # the checkout as the lecture shows it (07a's WORKDIR)
+
+
+def shown(text: str, folder: str | Path) -> str:
+    """A job's script or output as the lecture shows it: the run's temporary folder as $TMP and
+    this checkout as one at SHOWN_CHECKOUT (`cd "$HOME"/pfem`), so that no page shows the paths
+    of the machine that ran the jobs."""
+    text = text.replace(str(folder), "$TMP")
+    text = text.replace(jobscript.cd_line(str(ROOT)), jobscript.cd_line(SHOWN_CHECKOUT))
+    return text.replace(str(ROOT), SHOWN_CHECKOUT)
 
 
 def requests(folder: Path, cpus: int) -> dict[str, JobRequest]:
@@ -73,7 +83,8 @@ def _engines(slurm: local_slurm.LocalSlurm, folder: Path) -> dict:
         pulled = view.pull(["total", "where"], block=True)
         client.shutdown(hub=False, block=True)
         slurm.wait(job, timeout=60)
-        return {"script": script.read_text().replace(str(connection), "CONNECTION.json"),
+        return {"script": shown(script.read_text().replace(str(connection), "CONNECTION.json"),
+                                folder),
                 "job_id": job, "engines": [{"rank": w[0], "size": w[1], "job": w[2],
                                             "host": w[3], "allreduce": t} for t, w in pulled]}
     finally:
@@ -89,10 +100,10 @@ def run_jobs(folder: str | Path) -> dict:
             script = folder / f"{key}.sh"
             script.write_text(jobscript.render(request))
             result = slurm.run(script, cwd=folder, timeout=300, env=toolchain.mpi_env())
-            jobs[key] = {"script": script.read_text().replace(str(folder), "$TMP"),
+            jobs[key] = {"script": shown(script.read_text(), folder),
                          "job_id": result.job_id, "state": result.state,
                          "exit_code": result.exit_code, "seconds": round(result.seconds, 1),
-                         "output": result.output.replace(str(folder), "$TMP")}
+                         "output": shown(result.output, folder)}
         jobs["batch"]["injected"] = _injected(folder / "batch.ipynb")
         jobs["engines"] = _engines(slurm, folder)
         version = subprocess.run(["sinfo", "--version"], capture_output=True, text=True,

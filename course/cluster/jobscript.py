@@ -144,7 +144,7 @@ def render(request: JobRequest) -> str:
     lines += [f"# note: {note}" for note in (*system.notes, *request.notes)]
     directives = _slurm_directives if request.scheduler == "slurm" else _pjm_directives
     lines += [f"{cmd['prefix']} {d}" for d in directives(request, name, queue)]
-    lines += ["", "set -e", _cd(request.workdir)]
+    lines += ["", "set -e", cd_line(request.workdir)]
     lines += [f"module load {m}" for m in system.modules]
     lines += [f"export OMP_NUM_THREADS={request.threads}",
               "export OMP_PLACES=cores          # one thread per core",
@@ -192,7 +192,7 @@ def _where(system: System, request: JobRequest) -> str:
     return system.title
 
 
-def _cd(workdir: str) -> str:
+def cd_line(workdir: str) -> str:
     """cd to the checkout: a path under $HOME (or ~) keeps $HOME for the shell to expand."""
     for home in ("$HOME/", "~/"):
         if workdir.startswith(home):
