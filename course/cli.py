@@ -507,7 +507,7 @@ def _iccg_options(p: argparse.ArgumentParser) -> None:
                                          *LIBRARY_PRECONDS),
                    help="diagonal: the diagonal-scaled PCG (the default); ic0: ICCG (04_iccg); "
                         "with --parallel, bjacobi-ic0: IC(0) localized per rank, asdd-ic0: "
-                        "the same with additive Schwarz sweeps (08_hybrid); with --engine "
+                        "the same with ASDD sweeps (08_hybrid); with --engine "
                         "petsc also PETSc's algebraic multigrid, gamg or boomeramg (09_petsc)")
     p.add_argument("--asdd-sweeps", type=_positive(int), metavar="K",
                    help="asdd-ic0: sweeps per application, K - 1 halo exchanges (default 2)")

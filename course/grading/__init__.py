@@ -17,7 +17,7 @@ and nbgrader's customisation. One module per concern or per exercise:
                    watched by mpi_monitor (a PMPI library preloaded into the ranks)
     pipecg         exercise 06: the alpha recurrence, and Chronopoulos-Gear CG run under mpiexec by
                    pipecg_driver
-    hybrid         exercise 08: the internal block of localized IC(0), and the additive Schwarz
+    hybrid         exercise 08: the internal block of localized IC(0), and the ASDD
                    sweeps run under mpiexec by hybrid_driver (the local solve and the product
                    counted)
     cluster        exercise 07: a job script read back, checked against the run and the system's

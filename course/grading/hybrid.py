@@ -1,4 +1,4 @@
-"""Checks for the exercise of lecture 08_hybrid: localized IC(0) and its additive Schwarz sweeps.
+"""Checks for the exercise of lecture 08_hybrid: localized IC(0) and its ASDD sweeps.
 
     check_internal_block(internal_block, cases)                          task 1 in Python
     check_internal_block(compiled_internal_block("c"), cases)   C or Fortran (internal_block.c)

@@ -1,5 +1,6 @@
 """The parallel preconditioners of the distributed CG (lecture 08_hybrid): Jacobi, IC(0) localized
-per rank, and additive Schwarz sweeps around it, as GeoFEM solves.
+per rank, and GeoFEM's ASDD sweeps around it (Richardson steps on that block Jacobi, no overlap:
+not the overlapping additive Schwarz of PETSc's asm).
 
 IC(0)'s substitutions run along a dependency that crosses every cut of the mesh: row i waits for
 rows j < i coupled to it, which may live on another rank. GeoFEM does not distribute them. Each
@@ -12,9 +13,10 @@ independently, with no communication:
                   each color's rows (course.solvers.iccg.ic0_apply)
 
 This is block Jacobi over the ranks with IC(0) blocks. The more ranks, the more couplings are
-dropped and the weaker the preconditioner: the iterations grow with P and with the cut's size.
-Additive Schwarz sweeps win part of it back: each sweep corrects z by the local solve of the
-residual that the dropped couplings leave,
+dropped; how much that costs depends on where the cut lies more than on its size (08_hybrid_a
+measures it). The ASDD sweeps are Richardson steps on B: each corrects z by the local solve of
+the whole residual r - A z, which strengthens the preconditioner everywhere (one rank too) and
+recovers part of what the dropped couplings cost,
 
     asdd-ic0      z = B r;  K - 1 times:  z = z + B (r - A z)
 
@@ -123,8 +125,8 @@ class LocalizedIC0:
     # [asdd_sweeps]
     def __call__(self, r: np.ndarray) -> np.ndarray:
         z = self.solve_block(r)
-        for _ in range(self.sweeps - 1):               # additive Schwarz: correct by the local
-            z += self.solve_block(r - self.matvec(z))  # solve of what the cut left over
+        for _ in range(self.sweeps - 1):               # a Richardson step on B: correct z by
+            z += self.solve_block(r - self.matvec(z))  # the local solve of the residual
         return z
     # [asdd_sweeps]
 

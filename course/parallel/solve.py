@@ -6,7 +6,7 @@ path, plugged with
     SpMV  = halo exchange of p + local CRS product (numpy, numba, or the OpenMP kernel of c and
             fortran: a threaded rank)
     dot   = local dot product + MPI_Allreduce (or MPI_Iallreduce: lecture 06_pipecg)
-    M^-1  = Jacobi, or IC(0) localized per rank with additive Schwarz sweeps (course.parallel.
+    M^-1  = Jacobi, or IC(0) localized per rank with ASDD sweeps (course.parallel.
             precond: lecture 08_hybrid)
 
 and the pieces every distributed problem shares: a set-up step that fails on every rank together
