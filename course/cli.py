@@ -648,7 +648,7 @@ def parser() -> argparse.ArgumentParser:
                                      "alltoall", "hybrid", "petsc"],
                    help="fem1d: assembly and CG per language; fem3d: assembly, PCG per iteration "
                         "and the SpMV against STREAM, on n^3 cubes; openmp: the PCG ladder and "
-                        "the SpMV formats over a thread sweep, on n^3 cells (default 64); halo: "
+                        "the SpMV formats over a thread sweep, on n^3 cells (default 128); halo: "
                         "ping-pong, Allreduce, halo exchanges, distributed PCG and deep halos "
                         "over 1 .. P MPI ranks (starts mpiexec itself), on an n^3 mesh "
                         "(default 24); pipecg: the four CG variants, blocking and with "
@@ -657,10 +657,11 @@ def parser() -> argparse.ArgumentParser:
                         "throughput against message size and the pencil FFT of 07_cluster "
                         "(Python and C), over 1, 2, 4 ranks, for n^3 fields (default 16 32); "
                         "iccg: ICCG per ordering (natural, RCM, MC and CM-RCM over a sweep of "
-                        "colors) and thread count, iterations, synchronisations, bandwidth "
-                        "against STREAM, on n^3 cells (default 32); hybrid: every ranks x "
-                        "threads layout of the cores with every parallel preconditioner, on "
-                        "n^3 Poisson cells (default 64); petsc: the course's distributed CG "
+                        "colors) and thread count, iterations, synchronisations, the fraction of "
+                        "the measured bandwidth bound, on n^3 cells (default 32, in cache); hybrid: every ranks x "
+                        "threads layout of the cores with every parallel preconditioner, timed "
+                        "in the compiled programs fem3d_mpi_c/_f (median and range of the "
+                        "repeats), on n^3 elements (default: beyond the cache); petsc: the course's distributed CG "
                         "against PETSc's on the same matrix and ranks, every parallel "
                         "preconditioner, on n^3 Poisson cells (default: beyond the cache)")
     e.add_argument("--json", metavar="FILE", help="write the results as JSON")
@@ -675,7 +676,7 @@ def parser() -> argparse.ArgumentParser:
                         "max(cores, 4); petsc: 1 and min(cores, 4); more than the cores are "
                         "flagged as oversubscribed)")
     e.add_argument("--cg-size", type=_positive(int),
-                   help="halo: n of the n^3 mesh of the distributed CG (default max(n, 48), so "
+                   help="halo: n of the n^3 mesh of the distributed CG (default max(n, 72), so "
                         "that its matrix does not fit in the caches)")
     e.add_argument("--layouts", type=_layout, nargs="+", metavar="RxT",
                    help="hybrid: the ranks x threads layouts (default: every R x T = the cores)")

@@ -204,6 +204,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "stream_init": (None, [_c_int, _ptr, _ptr, _ptr]),
         "stream_copy": (None, [_c_int, _ptr, _ptr]),
         "stream_triad": (None, [_c_int, _c_double, _ptr, _ptr, _ptr]),
+        "stream_sum": (_c_double, [_c_int, _ptr]),
         "poi_gen_crs": (None, [_c_int] * 3 + [_c_double] * 3 + [_c_int] + [_ptr] * 5),
         "poi_gen_ell": (None, [_c_int] * 3 + [_c_double] * 3 + [_c_int] + [_ptr] * 4),
         "pcg_v0": (_c_int, [_c_int] + [_ptr] * 6 + [_c_double, _c_int, _ptr]),
@@ -659,6 +660,12 @@ def stream_triad(lang, scalar, b, c, a) -> None:
     check_array(a, "a", REAL, n, writeable=True)
     scalar = check_real(scalar, "scalar")
     load(lang).stream_triad(n, scalar, _p(b), _p(c), _p(a))
+
+
+def stream_sum(lang, a) -> float:
+    """The sum of a: the read-only kernel (8 bytes loaded per element, nothing stored)."""
+    n = _stream_vectors((a,), ("a",))
+    return float(load(lang).stream_sum(n, _p(a)))
 
 
 # --- lecture 03_openmp: the Poisson FVM generator, the PCG ladder, CRS/ELL/SELL products -----------

@@ -195,23 +195,81 @@ def test_cli_bad_preconditioner_options(options, name, by_course):
 def test_bench_hybrid_smoke(tmp_path):
     out, plot = tmp_path / "hybrid.json", tmp_path / "hybrid.png"
     result = run([PYTHON, "-m", "course", "bench", "hybrid", "--sizes", "8", "--layouts", "1x2",
-                  "3x1", "--repeat", "1", "--json", out, "--plot", plot], cwd=ROOT, timeout=250)
+                  "3x1", "--repeat", "2", "--json", out, "--plot", plot], cwd=ROOT, timeout=250)
     assert result.returncode == 0, result.stderr
     data = json.loads(out.read_text())
     assert data["suite"] == "hybrid" and data["lang"] == "c" and data["stream"]["triad_gbs"] > 0
+    assert data["repeat"] == 2 and data["driver"] == []
     assert [(r["layout"], r["precond"]) for r in data["runs"]] == [
         (layout, p) for layout in ("1x2", "3x1")
         for p in ("diagonal", "bjacobi-ic0", "asdd-ic0")]
     for r in data["runs"]:
-        assert r["converged"] and r["seconds_per_iteration"] > 0
+        assert r["program"] == "fem3d_mpi_c" and r["unknowns"] == 9 ** 3
+        assert r["converged"] and r["same_iterations"] and len(r["us_runs"]) == 2
+        assert r["us_min"] <= r["us_per_iteration"] <= r["us_max"]
+        assert r["us_min"] == min(r["us_runs"]) and r["us_max"] == max(r["us_runs"])
         assert r["oversubscribed"] == (r["ranks"] * r["threads"] > data["cores"])
-        assert len(r["colors_per_rank"]) == r["ranks"]
         assert r["ordering"] == ("cm-rcm" if r["threads"] > 1 and r["precond"] != "diagonal"
                                  else "natural")
         assert r["halo_exchanges_per_iteration"] == (2 if r["precond"] == "asdd-ic0" else 1)
+        assert r["bytes_per_iteration"] == r["read_bytes"] + r["written_bytes"]
         assert 0 < r["fraction_of_bandwidth_bound"]
     assert plot.stat().st_size > 10_000
     assert "bjacobi-ic0" in result.stdout and f"wrote {out}" in result.stdout
+    assert "8^3: diagonal:" in result.stdout
+
+
+def _case(layout, us, precond="diagonal", oversubscribed=False):
+    return {"n": 8, "layout": layout, "precond": precond, "oversubscribed": oversubscribed,
+            "us_per_iteration": us[1], "us_min": us[0], "us_max": us[2]}
+
+
+def test_fastest_layout_names_a_winner_only_beyond_the_spread():
+    from course.bench import hybrid
+    apart = {"sizes": [8], "runs": [_case("2x1", (90, 100, 110)), _case("1x2", (120, 130, 140)),
+                                     _case("4x1", (10, 20, 30), oversubscribed=True)]}
+    verdict = hybrid.fastest_layout(apart, "diagonal")
+    assert verdict["fastest"] == "2x1" and verdict["tied"] == ["2x1"]
+    assert verdict["text"].startswith("diagonal: fastest 2 × 1, 100 µs (90–110), beyond the "
+                                      "spread of 1 × 2, 130 µs (120–140)")
+    assert "4 × 1" not in verdict["text"]
+    close = {"sizes": [8], "runs": [_case("2x1", (90, 100, 125)), _case("1x2", (120, 121, 140))]}
+    verdict = hybrid.fastest_layout(close, "diagonal")
+    assert verdict["fastest"] is None and verdict["tied"] == ["2x1", "1x2"]
+    assert "a tie within the spread" in verdict["text"]
+    with pytest.raises(ValueError, match="no run of asdd-ic0"):
+        hybrid.fastest_layout(close, "asdd-ic0")
+
+
+def test_traffic_splits_reads_and_writes_and_keeps_the_total():
+    """bytes_per_iteration (bench petsc imports it) keeps its total: the SpMV, 15 vectors, and
+    M^-1 (Jacobi 3 vectors; IC(0) its triangles and 9 vectors; each extra sweep a product and 4
+    vectors); traffic_per_iteration splits it."""
+    from course import timing
+    from course.bench import hybrid
+    n, nnz = 1000, 27_000
+    spmv = timing.spmv_bytes(n, nnz)
+    ic0 = 12 * (nnz - n) + 9 * 8 * n
+    assert hybrid.bytes_per_iteration(n, nnz, "diagonal", 1) == spmv + 15 * 8 * n + 3 * 8 * n
+    assert hybrid.bytes_per_iteration(n, nnz, "bjacobi-ic0", 1) == spmv + 15 * 8 * n + ic0
+    assert hybrid.bytes_per_iteration(n, nnz, "asdd-ic0", 2) == \
+        spmv + 15 * 8 * n + 2 * ic0 + spmv + 4 * 8 * n
+    read, written = hybrid.traffic_per_iteration(n, nnz, "diagonal", 1)
+    assert written == 8 * n + 3 * 8 * n + 8 * n               # y, three updates, z
+    assert read + written == hybrid.bytes_per_iteration(n, nnz, "diagonal", 1)
+    one, two = (hybrid.traffic_per_iteration(n, nnz, "asdd-ic0", k) for k in (1, 2))
+    spmv_read, spmv_written = timing.spmv_traffic(n, nnz)
+    assert two[1] - one[1] == 2 * 8 * n + spmv_written + 8 * n    # IC(0)'s 2, t, z
+    assert two[0] - one[0] == 12 * (nnz - n) + 7 * 8 * n + spmv_read + 3 * 8 * n
+
+
+def test_default_size_exceeds_four_times_the_cache():
+    from course.bench import hybrid
+    for cache in (2**20, 32 * 2**20, 256 * 2**20):
+        n = hybrid.default_size(cache)
+        assert hybrid.working_set_bytes(n) >= 4 * cache or n == hybrid.SIZE_CAP
+        assert hybrid.working_set_bytes(n - 8) < 4 * cache
+    assert hybrid.default_size(0) == 48
 
 
 @pytest.mark.parametrize("words, message", [

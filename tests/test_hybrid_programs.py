@@ -612,3 +612,30 @@ def test_race_check_sees_a_missing_barrier(name, tmp_path):
     halo, cg = (f"halo{Path(source).suffix}:", f"cg_mpi{Path(source).suffix}:")
     assert any(halo in race and cg in race for race in races), result.stderr[-3000:]
     assert result.returncode != 0
+
+
+# --- course.parallel.mpi_job.run_fem3d_mpi: the runner of bench hybrid (and of bench petsc) ---
+
+@pytest.mark.parametrize("lang", ["c", "fortran"])
+def test_run_fem3d_mpi_reads_the_programs_summary(lang):
+    """One run with 2 ranks x 2 threads, the colored IC(0) and 2 sweeps: the dict holds what the
+    program printed (the same iterations as a second run with one thread: the colored ordering,
+    not the threads, sets them), and a bad input is one RuntimeError with the program's line."""
+    from course.parallel.mpi_job import run_fem3d_mpi
+    out = run_fem3d_mpi(lang, 8, 2, "asdd-ic0", 2, threads=2, ordering="cm-rcm", colors=3,
+                        timeout=120)
+    assert out["program"] == f"fem3d_mpi_{lang[0]}" and out["converged"]
+    assert out["unknowns"] == 9 ** 3 and out["nnz"] > 20 * out["unknowns"]
+    assert out["halo_exchanges_per_iteration"] == 2 and out["reductions_per_iteration"] == 2
+    assert out["threads_per_rank"] == 2 and out["mpi_thread_level"] in ("FUNNELED", "SERIALIZED",
+                                                                       "MULTIPLE")
+    assert 3 <= out["colors_per_rank"][0] <= out["colors_per_rank"][1]
+    assert out["seconds"] > 0 and out["us_per_iteration"] == pytest.approx(
+        1e6 * out["seconds"] / out["iterations"], rel=1e-3, abs=0.01)
+    one = run_fem3d_mpi(lang, 8, 2, "asdd-ic0", 2, threads=1, ordering="cm-rcm", colors=3,
+                        timeout=120)
+    assert one["iterations"] == out["iterations"] and one["threads_per_rank"] == 1
+    with pytest.raises(RuntimeError, match="SWEEPS = 2 with diagonal"):
+        run_fem3d_mpi(lang, 8, 2, "diagonal", 2, timeout=120)
+    with pytest.raises(ValueError, match="lang must be c or fortran"):
+        run_fem3d_mpi("python", 8, 2, "diagonal")

@@ -46,9 +46,27 @@ def test_localized_ic0_costs_its_sweeps_and_barriers():
               for k in (1, 2, 3)]
     assert np.all(hidden[1] <= hidden[0]) and np.all(hidden[2] <= hidden[1])
     assert np.any(hidden[2] < hidden[0])
-    for bad in ({"sweeps": 0}, {"colors": 0}, {"t_barrier": -1.0}):
+    for bad in ({"sweeps": 0}, {"colors": 0}, {"t_barrier": -1.0}, {"solve_spmvs": 0.0},
+                {"solve_spmvs": float("nan")}):
         with pytest.raises(ValueError, match="need sweeps >= 1"):
             model.iteration(C, "pcg", False, 1e6, ranks, precond="ic0", **bad)
+
+
+def test_a_measured_solve_cost_prices_each_local_solve():
+    """Lecture 08 feeds the model the measured cost of one local solve in SpMVs (s): each of the K
+    solves costs s SpMVs, the K - 1 products between them one each; s = 1 is the default."""
+    per_rank, ranks = 1e6 / 8, 8
+    spmv = per_rank * 27e-9
+    exchange = model.iteration(C, "pcg", False, 1e6, ranks)["halo"]
+    two = model.iteration(C, "pcg", False, 1e6, ranks, precond="ic0", sweeps=2, colors=10,
+                          t_barrier=1e-6, solve_spmvs=2.5)
+    assert two["precond"] == pytest.approx(2 * (2.5 * spmv + 20e-6) + (spmv + exchange))
+    default = model.iteration(C, "pcg", False, 1e6, ranks, precond="ic0", sweeps=2)
+    assert default["precond"] == pytest.approx(2 * spmv + spmv + exchange)
+    seed = model.seed_prediction(C, "pcg", False, [128], sweeps=2, solve_spmvs=2.5)
+    plain = model.seed_prediction(C, "pcg", False, [128], sweeps=2)
+    seed_spmv = model.SEED_DOF / (128 * model.SEED_RANKS_PER_NODE) * 81 * 1e-9
+    assert seed["precond"][0] - plain["precond"][0] == pytest.approx(2 * 1.5 * seed_spmv)
 
 
 def test_only_hidden_reductions_shrink_with_iallreduce():

@@ -336,6 +336,24 @@ def test_the_lecture_runs_without_petsc4py(tmp_path, name):
     text = "".join("".join(o.get("text", "")) for c in executed["cells"]
                    for o in c.get("outputs", []))
     assert "petsc4py is not installed" in text and "The cells that need PETSc skip" in text
+    if name.startswith("09_petsc_b"):                  # one set-up cell decides, the rest skip
+        assert "(skipped: no PETSc here)" in text
+
+
+def test_a_notebook_without_petsc4py_skips_its_later_cells(monkeypatch):
+    """skip_later_cells: every later cell's code becomes one print of the message (an IPython
+    input transformer); outside IPython it does nothing."""
+    import types
+
+    import IPython
+    shell = types.SimpleNamespace(input_transformers_cleanup=[])
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    assert petsc.skip_later_cells("(skipped: no PETSc here)")
+    [transform] = shell.input_transformers_cleanup
+    code = "".join(transform(["ksp = PETSc.KSP().create()\n", "ksp.solve(b, x)\n"]))
+    assert code == "print('(skipped: no PETSc here)')\n"
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    assert not petsc.skip_later_cells("(skipped)")
 
 
 LOG_LINES = """\
@@ -359,24 +377,124 @@ Object Type          Creations   Destructions. Reports information only for proc
 
 def test_read_log_view():
     """The event table of a real report (2 ranks, cg with bjacobi + icc): calls, the slowest
-    rank's seconds, messages and reductions."""
+    rank's seconds, their ratio over the ranks, messages and reductions."""
     events = petsc.read_log_view(LOG_LINES)
     assert set(events) == {"VecTDot", "MatMult", "KSPSolve"}
-    assert events["VecTDot"] == {"count": 194, "seconds": 4.0639e-02, "messages": 0.0,
-                                 "message_bytes": 0.0, "reductions": 190.0}
+    assert events["VecTDot"] == {"count": 194, "seconds": 4.0639e-02, "time_ratio": 1.2,
+                                 "messages": 0.0, "message_bytes": 0.0, "reductions": 190.0}
     assert events["MatMult"]["messages"] == 200.0 and events["KSPSolve"]["count"] == 1
+    assert events["MatMult"]["time_ratio"] == 1.0
     with pytest.raises(ValueError, match="-log_view"):
         petsc.read_log_view("PETSc: nothing logged")
 
 
+REPORT = """\
+---------------------------------------------- PETSc Performance Summary: ----------------------------------------------
+
+/home/someone/.venv/bin/python on a  named box with 2 processors, by someone Sat Nov 28 10:00:00 2026
+Using Petsc Release Version 3.18.5, unknown
+
+                         Max       Max/Min     Avg       Total
+Time (sec):           1.480e+00     1.000   1.480e+00
+Objects:              5.100e+01     1.000   5.100e+01
+Flops:                5.899e+07     1.000   5.899e+07  1.180e+08
+Flops/sec:            3.986e+07     1.000   3.986e+07  7.972e+07
+MPI Msg Count:        2.060e+02     1.000   2.060e+02  4.120e+02
+MPI Msg Len (bytes):  1.600e+06     1.000   7.767e+03  3.200e+06
+MPI Reductions:       3.170e+02     1.000
+
+Flop counting convention: 1 flop = 1 real number operation of type (multiply/divide/add/subtract)
+
+Summary of Stages:   ----- Time ------  ----- Flop ------  --- Messages ---  -- Message Lengths --  -- Reductions --
+                        Avg     %Total     Avg     %Total    Count   %Total     Avg         %Total    Count   %Total
+ 0:      Main Stage: 1.4800e+00 100.0%  1.1798e+08 100.0%  4.120e+02 100.0%  7.767e+03      100.0%  2.990e+02  94.3%
+
+------------------------------------------------------------------------------------------------------------------------
+See the 'Profiling' chapter of the users' manual for details on interpreting output.
+Phase summary info:
+   Count: number of times phase was executed
+""" + LOG_LINES
+
+
+def test_log_view_excerpt():
+    """The excerpt keeps PETSc's own lines: the summary table (not the line naming the program,
+    machine and user), the stages, the event table's header and the events asked for, in the
+    report's order, under their stage; what it leaves out is marked."""
+    text = petsc.log_view_excerpt(REPORT, ["KSPSolve", "VecTDot"])
+    lines = text.splitlines()
+    assert lines[0].split() == ["Max", "Max/Min", "Avg", "Total"]
+    assert lines[1].startswith("Time (sec):") and lines[7].startswith("MPI Reductions:")
+    assert "/home/someone" not in text and "Flop counting" not in text and "Phase" not in text
+    assert "Summary of Stages:" in text and " 0:      Main Stage: 1.4800e+00" in text
+    assert text.count("\n...\n") == 2
+    table = text[text.index("Event "):].splitlines()
+    assert table[1].split()[:2] == ["Max", "Ratio"] and set(table[2]) == {"-"}
+    assert table[4] == "--- Event Stage 0: Main Stage"
+    assert [line.split()[0] for line in table[6:]] == ["VecTDot", "KSPSolve"]
+    assert "MatMult" not in text and "Stage 1" not in text
+    assert table[6] == LOG_LINES.splitlines()[6]             # the line as PETSc printed it
+    with pytest.raises(ValueError, match="-log_view"):
+        petsc.log_view_excerpt("PETSc: nothing logged", ["KSPSolve"])
+
+
 def test_bench_petsc_sizes_beyond_the_cache():
-    from course.bench.petsc import BYTES_PER_ROW, SIZE_CAP, default_size, slab_rows
+    from course.bench.petsc import (BYTES_PER_ROW, FEM3D_BYTES_PER_ROW, SIZE_CAP, default_size,
+                                    slab_rows, working_set_mib)
 
     n = default_size(32 * 2**20)
     assert n ** 3 * BYTES_PER_ROW >= 4 * 32 * 2**20 > (n - 8) ** 3 * BYTES_PER_ROW
     assert default_size(0) == 64 and default_size(2**40) == SIZE_CAP
+    # the compiled programs' fem3d: (m + 1)^3 nodes of a 27-point matrix
+    m = default_size(32 * 2**20, fem3d=True)
+    assert (m + 1) ** 3 * FEM3D_BYTES_PER_ROW >= 4 * 32 * 2**20 > \
+        (m - 7) ** 3 * FEM3D_BYTES_PER_ROW
+    assert working_set_mib(m, fem3d=True) * 2**20 == (m + 1) ** 3 * FEM3D_BYTES_PER_ROW
+    assert working_set_mib(n) * 2**20 == n ** 3 * BYTES_PER_ROW
     # fem3d_mpi's blocks along z: planes p (n + 1) / P, (n + 1)^2 nodes each
     assert slab_rows(4, 2) == [25 * 2, 25 * 3] and slab_rows(6, 3) == [49 * 2, 49 * 2, 49 * 3]
+
+
+def test_bench_petsc_names_a_winner_only_beyond_the_spread():
+    from course.bench.petsc import compare, spread
+
+    assert spread([3.0, 1.0, 2.0, 10.0]) == {"median": 2.5, "min": 1.0, "max": 10.0,
+                                             "runs": [3.0, 1.0, 2.0, 10.0]}
+    with pytest.raises(ValueError, match="no measurements"):
+        spread([])
+    fast, slow = spread([1.0, 1.1, 1.2]), spread([1.3, 1.5, 1.4])
+    assert compare(fast, slow) == "the course faster" and compare(slow, fast) == "PETSc faster"
+    # ranges that overlap (even by one run) name no winner, whatever the medians say
+    assert compare(spread([1.0, 1.1, 1.35]), slow) == "within the spread"
+    assert compare(spread([1.0, 2.0, 3.0]), spread([1.9, 2.1, 2.2]), ("C", "F")) == \
+        "within the spread"
+    assert compare(fast, slow, ("fem3d_mpi_c", "PETSc")) == "fem3d_mpi_c faster"
+
+
+def test_bench_petsc_summary_shows_the_spread_and_marks_the_bound():
+    from course import timing
+    from course.bench.petsc import compare, spread, summary_petsc
+
+    def run(engine, us, fraction):
+        return {"n": 16, "ranks": 1, "engine": engine, "precond": "diagonal", "asdd_sweeps": None,
+                "iterations": 40, "seconds_per_iteration": 1e-6 * spread(us)["median"],
+                "us_spread": spread(us), "reductions_per_iteration": 2 if engine == "course"
+                else 3, "fraction_of_bandwidth_bound": fraction}
+    course, theirs = run("course", [300, 310, 320], 0.5), run("petsc", [100, 90, 95], 1.2)
+    results = {"cores": 2, "repeat": 3, "runs": [course, theirs], "warning": None,
+               "ratios": [{"same_iterations": True, "course_over_petsc": 310 / 95,
+                           "verdict": compare(course["us_spread"], theirs["us_spread"])}],
+               "compiled": []}
+    text = summary_petsc(results)
+    row = text.splitlines()[2]
+    assert "310 (300-320)" in row and "95 (90-100)" in row and "3.26" in row
+    assert "PETSc faster" in row and "50%/120%!" in row
+    assert text.splitlines()[-1] == timing.ABOVE_BOUND_NOTE
+    theirs["fraction_of_bandwidth_bound"] = 0.9
+    assert timing.ABOVE_BOUND_NOTE not in summary_petsc(results)
+    # a size below four times the cache says that its bound figures measure the cache
+    results.update(sizes=[16], compiled_sizes=[72], llc_bytes=32 * 2**20)
+    notes = summary_petsc(results).splitlines()[3:]
+    assert len(notes) == 1 and notes[0].startswith("n = 16: in cache")
 
 
 @pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")
@@ -389,7 +507,7 @@ def test_bench_petsc_smoke(tmp_path):
     beside PETSc's."""
     out, plot = tmp_path / "petsc.json", tmp_path / "petsc.png"
     result = run([PYTHON, "-m", "course", "bench", "petsc", "--sizes", "8", "--ranks", "2",
-                  "--repeat", "1", "--json", out, "--plot", plot], timeout=280, cwd=ROOT)
+                  "--repeat", "2", "--json", out, "--plot", plot], timeout=280, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     results = json.loads(out.read_text())
     assert [(r["engine"], r["precond"]) for r in results["runs"]] == [
@@ -407,3 +525,14 @@ def test_bench_petsc_smoke(tmp_path):
     assert all(r["iterations"] == r["petsc_iterations"] > 0 and r["compiled_over_petsc"] > 0
                for r in compiled), compiled
     assert "fem3d_mpi_f" in result.stdout
+    # every side repeated: the median within its range, a verdict worded by the ranges; PETSc's
+    # series shared by the C and the Fortran row of a case
+    for r in results["runs"]:
+        us = r["us_spread"]
+        assert len(us["runs"]) == 2 and us["min"] <= us["median"] <= us["max"]
+    assert all(r["verdict"] in ("the course faster", "PETSc faster", "within the spread")
+               for r in results["ratios"])
+    assert all(len(r["us_spread"]["runs"]) == len(r["petsc_us_spread"]["runs"]) == 2 and
+               0 < r["fraction_of_bound"] for r in compiled)
+    assert all(c["petsc_us_spread"] == f["petsc_us_spread"]
+               for c, f in zip(compiled[::2], compiled[1::2]))

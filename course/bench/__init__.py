@@ -1,6 +1,7 @@
 """Benchmarks, not tests: `python -m course bench SUITE`, one module per suite, each measuring
-ratios in one run (C against Fortran against Numba against SciPy; achieved bandwidth against STREAM)
-with best-of-N timings from course.timing:
+ratios in one run (C against Fortran against Numba against SciPy; achieved bandwidth against the
+memory-bandwidth bound that STREAM measures, timing.fraction_of_bound) with best-of-N timings from
+course.timing:
 
     fem          fem1d and fem3d: assembly, CG and SpMV per language (01_fem1d, 02_fem3d)
     openmp       the OpenMP PCG ladder and the storage formats over a thread sweep (03_openmp)
@@ -39,19 +40,23 @@ SUITES = {"fem1d": (fem.bench_fem1d, fem.plot_fem1d), "fem3d": (fem.bench_fem3d,
 def use_stream_reference(results: dict, repeat: int = 10) -> dict:
     """Compare the SpMV of a bench_fem3d or bench_openmp `results` with timing.stream_reference() of
     the same thread counts instead of the STREAM measured inside that run (kept as stream_in_run):
-    every page of a build then sets its measurements against the same roof. Returns results."""
+    every page of a build then sets its measurements against the same bound. The fractions are
+    timing.fraction_of_bound of each run's reads and writes. Returns results."""
     if results["suite"] == "fem3d":
         results["stream_in_run"] = results["stream"]
         results["stream"] = timing.stream_reference(results["stream"]["threads"], repeat=repeat)
         for run in results["runs"]:
-            run["spmv_fraction_of_stream"] = run["spmv_gbs"] / results["stream"]["triad_gbs"]
+            run["spmv_fraction_of_stream"] = timing.fraction_of_bound(
+                run["read_bytes"], run["written_bytes"], run["spmv_seconds"], results["stream"])
     elif results["suite"] == "openmp":
         results["stream_in_run"] = results["stream"]
         results["stream"] = [timing.stream_reference(s["threads"], repeat=repeat)
                              for s in results["stream_in_run"]]
-        triad = {s["threads"]: s["triad_gbs"] for s in results["stream"]}
+        reference = {s["threads"]: s for s in results["stream"]}
         for run in results["spmv"]:
-            run["fraction_of_stream"] = run["bandwidth_gbs"] / triad[run["threads"]]
+            run["fraction_of_stream"] = timing.fraction_of_bound(
+                run["read_bytes"], run["written_bytes"], run["spmv_seconds"],
+                reference[run["threads"]])
     else:
         raise ValueError(f"no STREAM to replace in a {results['suite']!r} result")
     return results

@@ -10,7 +10,8 @@ For every rank count the benchmark starts `mpiexec -n P python -m course.bench.r
 - the exchange of message sizes: the P x P table (OpenFOAM's PstreamBuffers, seed 000) against
   sizes known from the neighbour lists;
 - the distributed PCG per iteration, split into halo, Allreduce and the rest, against the memory
-  bandwidth bound (STREAM triad with P processes at once, measured in the same run);
+  bandwidth bound (timing.least_seconds of an iteration's reads and writes on the busiest rank,
+  against the STREAM triad and read-only sum of P processes at once, measured in the same run);
 - explicit steps with halos 1, 2, 3 wide (seed 001).
 
 Rank counts above the cores are oversubscribed: their timings say little; they are run (the
@@ -26,7 +27,7 @@ import sys
 
 from tqdm.auto import tqdm
 
-from .. import toolchain
+from .. import timing, toolchain
 
 # seed 000 (OpenFOAM on K, weak scaling): average Send/Recv message size per rank count, bytes
 SEED_OPENFOAM_BYTES = {1536: 3.6e6, 3072: 1.4e7, 6144: 5.7e7}
@@ -62,8 +63,10 @@ def run_ranks(ranks: int, n: int, cg_n: int, partition: str, repeat: int, iterat
 def add_ratios(run: dict) -> None:
     """The ratios the lecture reads, measured within the run of one rank count."""
     cg = run["cg"]
-    per_rank_gbs = run["stream_triad_gbs"] / run["ranks"]
-    bound = cg["bytes_per_iteration_max_rank"] / (per_rank_gbs * 1e9)
+    # each rank's share of what the P processes streamed together
+    per_rank = {key: run["stream"][key] / run["ranks"] for key in ("triad_gbs", "read_gbs")}
+    bound = timing.least_seconds(cg["read_bytes_per_iteration_max_rank"],
+                                 cg["written_bytes_per_iteration_max_rank"], per_rank)
     run["ratios"] = {
         "cg_bandwidth_bound_s": bound,
         "cg_fraction_of_bound": bound / cg["seconds_per_iteration"],
@@ -82,15 +85,17 @@ def add_ratios(run: dict) -> None:
             deep["model_saving_s"] = deep["steps"] * (1 - 1 / deep["depth"]) * latency
 
 
-CG_MIN_SIZE = 48     # the CG runs on at least 48^3 elements: a matrix of ~37 MB, beyond most caches
+# the CG runs on at least 72^3 elements: an iteration moves ~190 MB on one rank, beyond 4 x a
+# 32 MiB last-level cache (the summary says when it is not beyond this machine's)
+CG_MIN_SIZE = 72
 
 
 def bench_halo(sizes=(24,), ranks=None, repeat: int = 5, partition: str = "metis",
                iterations: int = 30, steps: int = 24, cg_size: int | None = None,
                progress: bool = True) -> dict:
     """The measurements for every rank count (default 1 .. max(cores, 4)): the exchanges and deep
-    halos on the n^3 mesh, the CG on cg_size^3 (default max(n, 48): its matrix must not fit in
-    the caches, or the memory-bandwidth bound does not apply)."""
+    halos on the n^3 mesh, the CG on cg_size^3 (default max(n, CG_MIN_SIZE): its matrix must not
+    fit in the caches, or the memory-bandwidth bound does not apply)."""
     (n,) = sizes if len(sizes) == 1 else (None,)
     if n is None:
         raise ValueError("bench halo takes one size (the n of the n^3 mesh)")
@@ -105,10 +110,9 @@ def bench_halo(sizes=(24,), ranks=None, repeat: int = 5, partition: str = "metis
         run["oversubscribed"] = p > cores
         add_ratios(run)
         runs.append(run)
-    from ..timing import topology
-
     return {"suite": "halo", "n": n, "cg_n": cg_size, "partition": partition, "cores": cores,
-            "topology": topology(), "mpi": toolchain.mpi4py_library()[1],
+            "topology": timing.topology(), "llc_bytes": timing.last_level_cache_bytes(),
+            "mpi": toolchain.mpi4py_library()[1],
             "seed_openfoam_bytes": SEED_OPENFOAM_BYTES, "runs": runs,
             "warning": (f"rank counts above {cores} are oversubscribed on this machine: their "
                         f"timings are not comparable" if max(ranks) > cores else None)}
@@ -130,9 +134,21 @@ def summary_halo(results: dict) -> str:
             f"{r['halo_vs_pingpong'] or float('nan'):>6.2f} "
             f"{r['c_halo_vs_pingpong'] or float('nan'):>7.2f} {r['allgather_vs_p2p']:>8.1f}x "
             f"{per * 1e3:>9.3f} {100 * cg['halo_s'] / per:>6.1f}% "
-            f"{100 * cg['allreduce_s'] / per:>7.1f}% {r['cg_fraction_of_bound']:>7.0%} "
+            f"{100 * cg['allreduce_s'] / per:>7.1f}% "
+            f"{timing.format_fraction(r['cg_fraction_of_bound']):>8} "
             f"{run['sizes']['table']['metadata_bytes_per_rank']:>8}"
             + ("  (oversubscribed)" if run["oversubscribed"] else ""))
+    if any(timing.above_bound(run["ratios"]["cg_fraction_of_bound"]) for run in results["runs"]):
+        lines.append(timing.ABOVE_BOUND_NOTE)
+    # the CG's working set: one rank's traffic is the whole matrix's share of that rank; summed
+    # over the ranks, the whole problem must exceed the cache that all of them share
+    llc = results.get("llc_bytes")
+    note = None
+    if results["runs"] and llc:
+        first = results["runs"][0]
+        note = timing.cache_note(first["cg"]["bytes_per_iteration_max_rank"] * first["ranks"], llc)
+    if note:
+        lines.append(f"CG {results['cg_n']}^3 {note}")
     if results["warning"]:
         lines.append("warning: " + results["warning"])
     return "\n".join(lines)
@@ -238,10 +254,9 @@ def bench_pipecg(sizes=(32,), ranks=None, repeat: int = 5, partition: str = "met
         run["three_single_vs_one_triple"] = (allreduce["three_single_calls_s"]
                                              / allreduce["three_doubles_s"])
         runs.append(run)
-    from ..timing import topology
-
     return {"suite": "pipecg", "n": n, "partition": partition, "iterations": iterations,
-            "cores": cores, "topology": topology(), "mpi": toolchain.mpi4py_library()[1],
+            "cores": cores, "topology": timing.topology(),
+            "mpi": toolchain.mpi4py_library()[1],
             "runs": runs,
             "warning": (f"rank counts above {cores} are oversubscribed on this machine: their "
                         f"timings are not comparable" if max(ranks) > cores else None)}

@@ -1,6 +1,7 @@
 """`python -m course bench openmp` (lecture 03_openmp): the OpenMP PCG ladder v0 .. v3 and the SpMV
-in CRS, ELL and SELL-C-sigma over a thread sweep, against the STREAM triad at each thread count,
-and what the source measured on A64FX."""
+in CRS, ELL and SELL-C-sigma over a thread sweep, against the measured memory-bandwidth bound at
+each thread count (timing.fraction_of_bound: the read-only sum and the STREAM triad, fitted to the
+kernel's reads and writes), and what the source measured on A64FX."""
 
 from __future__ import annotations
 
@@ -71,17 +72,20 @@ def bench_openmp(sizes=(128,), langs=OPENMP_LANGS, threads=None, repeat=5, itera
     """The OpenMP PCG ladder on the course.fvm Poisson problem of n^3 cells, over a thread sweep
     (default 1 .. cores).
 
-    At every thread count: the STREAM copy and triad of the C kernels; per language and ladder
-    version the PCG seconds per iteration (a run of `iterations`, the matrix generated again at
-    that thread count so that first touch follows the threads); per language the SpMV alone in
-    CRS, ELL and SELL-C-sigma, its bandwidth and its fraction of the STREAM triad at the same
-    thread count. Best of `repeat` everywhere; speedups relative to the first thread count."""
+    At every thread count: the STREAM copy, triad and read-only sum of the C kernels; per language
+    and ladder version the PCG seconds per iteration (a run of `iterations`, the matrix generated
+    again at that thread count so that first touch follows the threads); per language the SpMV
+    alone in CRS, ELL and SELL-C-sigma, its bandwidth and its fraction of the measured bound
+    (fraction_of_stream: timing.fraction_of_bound of its reads and writes against the STREAM of
+    the same thread count). Best of `repeat` everywhere; speedups relative to the first thread
+    count. The default 128^3 cells are beyond 4 x the last-level cache of most machines;
+    llc_bytes is recorded, and the summary says when the SpMV's working set is not."""
     n, threads = _check_openmp_args(sizes, langs, threads)
     configs = [(lang, v) for lang in langs for v in native.LADDER
                if lang in solvers.LADDER_LANGS[v]]
     results = {"suite": "openmp", "repeat": repeat, "sizes": [n], "iterations": iterations,
                "threads": threads, "topology": timing.topology(),
-               "machine": timing.machine(),
+               "machine": timing.machine(), "llc_bytes": timing.last_level_cache_bytes(),
                "stream": [], "ladder": [], "spmv": []}
     results["numa_note"] = numa_note(results["topology"])
     bar = tqdm(total=len(threads) * (1 + len(configs) + len(langs)), desc="bench openmp",
@@ -99,8 +103,10 @@ def bench_openmp(sizes=(128,), langs=OPENMP_LANGS, threads=None, repeat=5, itera
                 problem = fvm.poisson(n, n, n, lang=lang, fmt="crs")
                 for fmt in timing.SPMV_FORMATS:
                     run = timing.spmv_timing(problem, fmt, lang, repeat)
-                    run.update(threads=t, lang=lang, format=fmt, fraction_of_stream=(
-                        run["bandwidth_gbs"] / results["stream"][-1]["triad_gbs"]))
+                    run.update(threads=t, lang=lang, format=fmt,
+                               fraction_of_stream=timing.fraction_of_bound(
+                                   run["read_bytes"], run["written_bytes"], run["spmv_seconds"],
+                                   results["stream"][-1]))
                     results["spmv"].append(run)
                 bar.update()
     finally:
@@ -138,12 +144,16 @@ def summary_openmp(results: dict) -> str:
     topo, top = results["topology"], results["threads"][-1]
     st = {s["threads"]: s for s in results["stream"]}
     langs = list(dict.fromkeys(r["lang"] for r in results["ladder"]))
-    lines = [f"{topo['model'] or 'CPU'}: {topo['cores']} cores, {topo['sockets']} socket(s), "
-             f"{topo['numa_nodes']} NUMA node(s); OMP_PLACES={topo['OMP_PLACES']}, "
+    lines = [f"{topo['model'] or 'CPU'}: {topo['cores']} cores, {topo['sockets']} "
+             f"socket{'s' * (topo['sockets'] != 1)}, {topo['numa_nodes']} NUMA "
+             f"node{'s' * (topo['numa_nodes'] != 1)}; OMP_PLACES={topo['OMP_PLACES']}, "
              f"OMP_PROC_BIND={topo['OMP_PROC_BIND']}",
-             f"Poisson {results['sizes'][0]}^3 cells; STREAM triad GB/s by threads: "
-             + ", ".join(f"{t}: {s['triad_gbs']:.1f}" for t, s in st.items()),
-             "", f"PCG ms per iteration (speedup vs {results['threads'][0]} thread(s)) "
+             f"Poisson {results['sizes'][0]}^3 cells; STREAM GB/s by threads, triad / "
+             "read-only sum: "
+             + ", ".join(f"{t}: {s['triad_gbs']:.1f} / {s['read_gbs']:.1f}"
+                         for t, s in st.items()),
+             "", f"PCG ms per iteration (speedup vs {results['threads'][0]} "
+             f"thread{'s' * (results['threads'][0] != 1)}) "
              f"at {top} threads:",
              f"{'lang':>8} " + " ".join(f"{v:>14}" for v in native.LADDER)]
     ladder = {(r["lang"], r["version"]): r for r in results["ladder"] if r["threads"] == top}
@@ -151,13 +161,16 @@ def summary_openmp(results: dict) -> str:
         cells = [f"{1e3 * r['seconds_per_iteration']:7.2f} ({r['speedup']:.2f}x)"
                  if (r := ladder.get((lang, v))) else "-" for v in native.LADDER]
         lines.append(f"{lang:>8} " + " ".join(f"{c:>14}" for c in cells))
-    lines += ["", f"SpMV alone at {top} threads: GB/s (fraction of STREAM triad)",
+    lines += ["", f"SpMV alone at {top} threads: GB/s (fraction of STREAM's bound: the read-only "
+              "sum and the triad, fitted to the kernel's reads and writes)",
               f"{'lang':>8} " + " ".join(f"{f:>14}" for f in timing.SPMV_FORMATS)]
     spmv = {(r["lang"], r["format"]): r for r in results["spmv"] if r["threads"] == top}
     for lang in langs:
         lines.append(f"{lang:>8} " + " ".join(
-            f"{spmv[lang, f]['bandwidth_gbs']:7.1f} ({spmv[lang, f]['fraction_of_stream']:4.0%})"
+            f"{spmv[lang, f]['bandwidth_gbs']:7.1f} "
+            f"({timing.format_fraction(spmv[lang, f]['fraction_of_stream']):>5})"
             for f in timing.SPMV_FORMATS))
+    lines += bound_notes(list(spmv.values()), results.get("llc_bytes"))
     def seconds(lang, version):
         return ladder[lang, version]["seconds_per_iteration"]
     lines.append("")
@@ -170,9 +183,21 @@ def summary_openmp(results: dict) -> str:
     return "\n".join(lines + ["", results["numa_note"]])
 
 
+def bound_notes(runs, llc_bytes) -> list[str]:
+    """The lines under a table of SpMV fractions of the bound: timing.ABOVE_BOUND_NOTE where one
+    is marked, and timing.cache_note where the SpMV's working set is below 4 x the cache."""
+    lines = []
+    if any(timing.above_bound(r["fraction_of_stream"]) for r in runs):
+        lines.append(timing.ABOVE_BOUND_NOTE)
+    working = min((r["read_bytes"] + r["written_bytes"] for r in runs), default=0)
+    note = timing.cache_note(working, llc_bytes) if runs and llc_bytes else None
+    return lines + ([note] if note else [])
+
+
 def plot_openmp(results: dict, path: str | Path | None = None):
     """Speedup of every ladder step against the threads; the SpMV bandwidth of every format
-    against the STREAM triad of the same thread count (the memory roof)."""
+    against the measured bound of the CRS SpMV at the same thread count (timing.least_seconds) and
+    the STREAM triad's 24-byte figure."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")
@@ -189,13 +214,19 @@ def plot_openmp(results: dict, path: str | Path | None = None):
         runs = [r for r in results["spmv"] if (r["lang"], r["format"]) == (lang, fmt)]
         axes[1].plot([r["threads"] for r in runs], [r["bandwidth_gbs"] for r in runs], "o",
                      ls=styles[lang], color=fmt_colours[fmt], label=f"{fmt} {lang}")
-    axes[1].plot(threads, [s["triad_gbs"] for s in results["stream"]], "ks-",
+    axes[1].plot(threads, [s["triad_gbs"] for s in results["stream"]], "ks:",
                  label="STREAM triad")
+    # the bound for the CRS SpMV's mix of reads and writes at each thread count, in its GB/s
+    crs = {r["threads"]: r for r in results["spmv"] if r["format"] == "crs"}
+    axes[1].plot(threads, [(crs[t]["read_bytes"] + crs[t]["written_bytes"]) / 1e9
+                           / timing.least_seconds(crs[t]["read_bytes"], crs[t]["written_bytes"], s)
+                           for t, s in zip(threads, results["stream"])], "ks-",
+                 label="bound (CRS SpMV)")
     n = results["sizes"][0]
     axes[0].set(xlabel="threads", ylabel="speedup (time per PCG iteration)",
                 title=f"the PCG ladder, {n}^3 cells")
     axes[1].set(xlabel="threads", ylabel="GB/s (least traffic model)", ylim=(0, None),
-                title="SpMV bandwidth against STREAM")
+                title="SpMV bandwidth against its bound")
     for ax in axes:
         ax.set_xticks(threads)
         ax.grid(True, alpha=0.3)

@@ -6,10 +6,11 @@
                 every dot product and vector update one vector operation
     T_precond = one vector operation (Jacobi), or for IC(0) localized per rank with K additive
                 Schwarz sweeps (lecture 08_hybrid): K local solves, each a forward and a backward
-                substitution over the two triangles of the matrix (the nonzeros of one SpMV) with
-                a barrier per color in each (2 colors t_barrier: threads share a color's rows),
-                and K - 1 SpMVs with their halo exchanges between them. K = 1, one color, no
-                barrier cost: "about one SpMV", the model of lecture 06
+                substitution over the two triangles of the matrix priced at s SpMVs (s = 1: the
+                nonzeros of one SpMV; lecture 08 measures s) with a barrier per color in each
+                (2 colors t_barrier: threads share a color's rows), and K - 1 SpMVs with their
+                halo exchanges between them. K = 1, s = 1, one color, no barrier cost: "about one
+                SpMV", the model of lecture 06
     T_halo    = neighbours * t_message + halo_bytes * t_byte       the ping-pong model per message:
                                                                    t = t_message + t_byte x
     reduction = a * log2(P) + c                                    a tree of log2 P steps
@@ -84,15 +85,17 @@ def cube_halo_nodes(nodes_per_rank) -> np.ndarray:
 
 def iteration(constants: Constants, algorithm: str, iallreduce: bool, rows, ranks,
               dof_per_node: int = 1, nnz_per_row: int = 27, precond: str = "jacobi",
-              sweeps: int = 1, colors: int = 1, t_barrier: float = 0.0) -> dict:
+              sweeps: int = 1, colors: int = 1, t_barrier: float = 0.0,
+              solve_spmvs: float = 1.0) -> dict:
     """Seconds of one CG iteration per part: compute, halo, reductions (exposed), total, and the
     preconditioner's share of compute + halo (precond), for `rows` matrix rows on `ranks` ranks
-    (arrays allowed). sweeps, colors, t_barrier: of IC(0) (see T_precond above)."""
+    (arrays allowed). sweeps, colors, t_barrier, solve_spmvs (s, one local solve in SpMVs): of
+    IC(0) (see T_precond above)."""
     if precond not in ("jacobi", "ic0"):
         raise ValueError(f"precond must be jacobi or ic0, got {precond!r}")
-    if sweeps < 1 or colors < 1 or t_barrier < 0:
-        raise ValueError(f"need sweeps >= 1, colors >= 1, t_barrier >= 0; got {sweeps}, {colors}, "
-                         f"{t_barrier}")
+    if sweeps < 1 or colors < 1 or t_barrier < 0 or not solve_spmvs > 0:
+        raise ValueError(f"need sweeps >= 1, colors >= 1, t_barrier >= 0, solve_spmvs > 0; got "
+                         f"{sweeps}, {colors}, {t_barrier}, {solve_spmvs}")
     rows, ranks = np.asarray(rows, float), np.asarray(ranks, float)
     c = constants
     per_rank = rows / ranks
@@ -102,7 +105,7 @@ def iteration(constants: Constants, algorithm: str, iallreduce: bool, rows, rank
     halo_bytes = 8 * dof_per_node * cube_halo_nodes(per_rank / dof_per_node)
     exchange = np.where(ranks > 1, neighbours * c.t_message + halo_bytes * c.t_byte, 0.0)
     if precond == "ic0":                               # K local solves, K - 1 products between
-        prec = sweeps * (spmv + 2 * colors * t_barrier) + (sweeps - 1) * spmv
+        prec = sweeps * (solve_spmvs * spmv + 2 * colors * t_barrier) + (sweeps - 1) * spmv
         prec_halo = (sweeps - 1) * exchange
     else:
         prec, prec_halo = vector, 0.0 * exchange
@@ -148,14 +151,14 @@ def calibrate(pipecg: dict) -> Constants:
 
 def seed_prediction(constants: Constants, algorithm: str, iallreduce: bool,
                     nodes=SEED_NODES, sweeps: int = 1, colors: int = 1,
-                    t_barrier: float = 0.0) -> dict:
+                    t_barrier: float = 0.0, solve_spmvs: float = 1.0) -> dict:
     """The model for the seed's runs: SEED_DOF rows (3 x 3 blocks of a 27-node stencil: 81
-    nonzeros per row), IC(0) (sweeps, colors, t_barrier: see iteration; the seed states neither
-    the sweeps nor the ordering), 8 ranks per node."""
+    nonzeros per row), IC(0) (sweeps, colors, t_barrier, solve_spmvs: see iteration; the seed
+    states neither the sweeps nor the ordering), 8 ranks per node."""
     ranks = np.asarray(nodes) * SEED_RANKS_PER_NODE
     return iteration(constants, algorithm, iallreduce, SEED_DOF, ranks, SEED_DOF_PER_NODE,
                      nnz_per_row=27 * SEED_DOF_PER_NODE, precond="ic0", sweeps=sweeps,
-                     colors=colors, t_barrier=t_barrier)
+                     colors=colors, t_barrier=t_barrier, solve_spmvs=solve_spmvs)
 
 
 def match_seed_share(constants: Constants, share: float = SEED_ALLREDUCE_SHARE[128],
@@ -164,7 +167,7 @@ def match_seed_share(constants: Constants, share: float = SEED_ALLREDUCE_SHARE[1
     blocking PCG the seed's Allreduce share of the CG loop at `nodes` nodes; returns (constants,
     factor). What a machine whose reductions cost that much would do elsewhere is then a
     prediction (the seed measured the share at 2,048 nodes too). ic0: the preconditioner's
-    sweeps, colors and t_barrier (seed_prediction)."""
+    sweeps, colors, t_barrier and solve_spmvs (seed_prediction)."""
     if not 0 < share < 1:
         raise ValueError(f"share must be between 0 and 1, got {share}")
     base = seed_prediction(constants, "pcg", False, [nodes], **ic0)

@@ -8,6 +8,10 @@ within `step_timeout` seconds, e.g. one halo exchange; everything else has until
 
     job = run_watched(["-m", "mpi4py", "-m", "course.grading.halo_driver", ...], 4, 60, 4)
     job.events, job.output, job.returncode, job.stopped
+
+Two runners for the benchmarks: course_solve (the Python driver, `python -m course solve
+--parallel --json` under mpiexec) and run_fem3d_mpi (the compiled programs fem3d_mpi_c and
+fem3d_mpi_f on FEM3D_INPUT, with R ranks x T threads: what they print, read into a dict).
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import threading
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,6 +120,82 @@ def course_solve(ranks: int, args: list, threads: int = 1, mpiexec_options: list
         raise RuntimeError(f"{ranks} ranks x {threads} threads: course solve {' '.join(words)} "
                            f"failed (exit {process.returncode})\n{tail}")
     return json.loads(out.strip().splitlines()[-1])
+
+
+# The input of fem3d_mpi_c / _f (lecture 05, lines 8 and 9 of 08_hybrid): the model problem of
+# 02_fem3d on n^3 elements of the unit cube (T = 0 on zmax, the flux 0.5 into zmin, source 1,
+# conductivity 1), the nodes cut into `ranks` slabs along z, the preconditioner and the ordering.
+FEM3D_INPUT = """{n} {n} {n}
+{h} {h} {h}
+1.0 1.0
+0.5
+zmax
+{tol}
+1 1 {ranks}
+{precond} {sweeps}
+{ordering} {colors}
+"""
+_FEM3D_PATTERNS = {
+    "unknowns": r"elements, (\d+) unknowns", "nnz": r"unknowns, (\d+) nonzeros",
+    "iterations": r"CG: (\d+) iterations", "converged": r"CG: \d+ iterations, .*\((\w+ ?\w*)\)",
+    "reductions_per_iteration": r"reductions per iteration (\d+)",
+    "halo_exchanges_per_iteration": r"halo exchanges per iteration (\d+)",
+    "colors": r"colors (\d+\.\.\d+)", "mpi_thread_level": r"provided (\w+)",
+    "threads_per_rank": r"OpenMP threads per rank (\d+)",
+    "seconds": r"solve (\S+) s, ", "us_per_iteration": r"s, (\S+) us per iteration"}
+
+
+def run_fem3d_mpi(lang: str, n: int, ranks: int, precond: str, sweeps: int = 1, threads: int = 1,
+                  ordering: str = "natural", colors: int = 0, tol: float = 1e-8,
+                  mpiexec_options=(), timeout: float = 900) -> dict:
+    """One run of the compiled program fem3d_mpi_c (lang "c") or fem3d_mpi_f ("fortran") on
+    FEM3D_INPUT: `ranks` MPI ranks of `threads` OpenMP threads each (OMP_PLACES=cores,
+    OMP_PROC_BIND=close; mpiexec_options place the ranks, e.g. hybrid.launch_options), the
+    preconditioner with its sweeps, and the ordering of each rank's IC(0) (natural 0, or cm-rcm
+    K ...). Returns what the program printed: unknowns, nnz, iterations, converged, the
+    reductions and halo exchanges per iteration, colors_per_rank (fewest, most), the MPI thread
+    level, threads_per_rank, and its own clock of the solve (seconds, us_per_iteration: the
+    slowest rank); RuntimeError with the program's message if it fails or outlasts `timeout`."""
+    from .. import native
+
+    if lang not in ("c", "fortran"):
+        raise ValueError(f"lang must be c or fortran, got {lang!r}")
+    program = f"fem3d_mpi_{lang[0]}"
+    env = {**mpi_environment(), "OMP_NUM_THREADS": str(threads), "OMP_PLACES": "cores",
+           "OMP_PROC_BIND": "close", "MPIEXEC_TIMEOUT": str(int(timeout))}
+    text = FEM3D_INPUT.format(n=n, h=1.0 / n, tol=tol, ranks=ranks, precond=precond,
+                              sweeps=sweeps, ordering=ordering, colors=colors)
+    with tempfile.TemporaryDirectory(prefix="course-fem3d-mpi-") as folder:
+        (Path(folder) / "input.dat").write_text(text)
+        command = [shutil.which("mpiexec") or "mpiexec", "-n", str(ranks),
+                   *map(str, mpiexec_options), str(native.binary(program)), "input.dat"]
+        try:
+            done = subprocess.run(command, cwd=folder, capture_output=True, text=True, env=env,
+                                  timeout=timeout + 10)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"{program} on {ranks} ranks x {threads} threads did not finish "
+                               f"in {timeout:.0f} s") from None
+    if done.returncode not in (0, 1):            # 1: not converged, still a summary
+        message = (done.stderr.strip() or done.stdout.strip())[-1000:]
+        raise RuntimeError(f"{program} on {ranks} ranks x {threads} threads failed "
+                           f"(exit {done.returncode}): {message}")
+    found = {key: re.search(pattern, done.stdout) for key, pattern in _FEM3D_PATTERNS.items()}
+    missing = [key for key, match in found.items() if match is None]
+    if missing:
+        raise RuntimeError(f"{program}: no {', '.join(missing)} in its summary:\n{done.stdout}")
+    value = {key: match[1] for key, match in found.items()}
+    low, high = (int(v) for v in value["colors"].split(".."))
+    return {"program": program, "lang": lang, "n": n, "ranks": ranks, "threads": threads,
+            "precond": precond, "sweeps": sweeps, "ordering": ordering, "colors_asked": colors,
+            "unknowns": int(value["unknowns"]), "nnz": int(value["nnz"]),
+            "iterations": int(value["iterations"]),
+            "converged": value["converged"] == "converged",
+            "reductions_per_iteration": int(value["reductions_per_iteration"]),
+            "halo_exchanges_per_iteration": int(value["halo_exchanges_per_iteration"]),
+            "colors_per_rank": (low, high), "mpi_thread_level": value["mpi_thread_level"],
+            "threads_per_rank": int(value["threads_per_rank"]),
+            "seconds": float(value["seconds"]),
+            "us_per_iteration": float(value["us_per_iteration"])}
 
 
 def _read_lines(stream, lines: queue.Queue) -> None:

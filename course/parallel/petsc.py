@@ -4,6 +4,7 @@ rule, so that the two can be compared iteration for iteration.
 
     petsc()                       petsc4py's PETSc, initialised once; PETScMissing (one line: how to
                                   get it) where petsc4py is not installed
+    skip_later_cells(message)     a notebook without petsc4py prints message for every later cell
     crs_mat(crs)                  a course CRS matrix as a PETSc AIJ matrix of one process
     global_columns(local, halo)   PETSc's number of every local column: PETSc numbers the rows rank
                                   by rank (rank 0's internal nodes first), so an external node
@@ -16,7 +17,11 @@ rule, so that the two can be compared iteration for iteration.
     run_program(name, path, ranks, options)   petsc_solve_c or petsc_solve_f on the saved system
                                   under mpiexec: the summary it prints (read_program_output)
     read_log_view(text)           the event table of a `-log_view` report: per event its calls,
-                                  seconds (the slowest rank's), messages and global reductions
+                                  seconds (the slowest rank's), their ratio max/min over the
+                                  ranks, messages and global reductions
+    log_view_excerpt(text, names) the parts of a `-log_view` report a reader starts with, as PETSc
+                                  printed them: the summary, the stages, the event table's header
+                                  and the lines of the events named
     solve_with(mat, b, options)   PETSc's KSP with any options, from x0 = 0
     solve(mat, b, ...)            PETSc's KSP with the twin of the course's choice:
 
@@ -68,6 +73,21 @@ PETSC_INT = np.int32                       # PETSc's indices as Debian builds it
 
 class PETScMissing(RuntimeError):
     """petsc4py cannot be imported here (the message says how to install it)."""
+
+
+def skip_later_cells(message: str) -> bool:
+    """In a notebook (IPython) where petsc4py is missing: every cell run after this one prints
+    `message` instead of running, so that a lecture decides its fallback once, in one set-up cell,
+    and its other cells are the PETSc calls alone. Returns False outside IPython (nothing done)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    shell.input_transformers_cleanup.append(lambda lines: [f"print({message!r})\n"])
+    return True
 
 
 def petsc():
@@ -307,8 +327,10 @@ def solve_with(mat, b: np.ndarray, chosen: dict[str, str], inspect=None) -> dict
 
 def read_log_view(text: str) -> dict[str, dict]:
     """The event table of PETSc's `-log_view` report (the columns of PETSc 3.18): for each event,
-    its calls (count), seconds (the largest over the ranks), messages sent, their average length in
-    bytes and its global reductions. ValueError for a text without the table."""
+    its calls (count), seconds (the largest over the ranks), time_ratio (the largest over the
+    smallest of the ranks' seconds), messages sent (by all the ranks together), their average
+    length in bytes and its global reductions (as the report prints them: two digits, 1.9e+02).
+    ValueError for a text without the table."""
     events, inside = {}, False
     for line in text.splitlines():
         if line.startswith("Event ") and "Count" in line:
@@ -319,6 +341,7 @@ def read_log_view(text: str) -> dict[str, dict]:
             fields = line.split()
             if len(fields) >= 10 and fields[1].isdigit():
                 events[fields[0]] = {"count": int(fields[1]), "seconds": float(fields[3]),
+                                     "time_ratio": float(fields[4]),
                                      "messages": float(fields[7]), "message_bytes": float(fields[8]),
                                      "reductions": float(fields[9])}
             elif line.startswith("Object Type"):
@@ -326,3 +349,39 @@ def read_log_view(text: str) -> dict[str, dict]:
     if not events:
         raise ValueError("no event table in this text: is it the output of -log_view?")
     return events
+
+
+def log_view_excerpt(text: str, names) -> str:
+    """What a reader of a `-log_view` report looks at first, line for line as PETSc printed it,
+    the parts left out marked "...": the summary (Max, Max/Min, Avg and Total of the time, flop,
+    messages, their length and reductions; not the lines naming the program, machine and user),
+    the summary of the stages, the event table's header, and each stage's lines of the events in
+    `names` (in the report's order). ValueError for a text without the event table."""
+    read_log_view(text)                                  # (the same ValueError)
+    lines, names = text.splitlines(), set(names)
+    summary = next((i for i, line in enumerate(lines) if "Max/Min" in line), None)
+    stages = next((i for i, line in enumerate(lines) if line.startswith("Summary of Stages")),
+                  None)
+    header = next(i for i, line in enumerate(lines)
+                  if line.startswith("Event ") and "Count" in line)
+    parts = []
+    if summary is not None:
+        end = next((i for i in range(summary, len(lines)) if lines[i].startswith(
+            "MPI Reductions")), summary)
+        parts.append(lines[summary:end + 1])
+    if stages is not None:
+        end = next((i for i in range(stages, len(lines)) if not lines[i].strip()), len(lines))
+        parts.append(lines[stages:end])
+    table, stage, chosen = lines[header:header + 3], None, []
+    for line in lines[header + 3:]:
+        if line.startswith("Object Type"):
+            break
+        if line.startswith("--- Event Stage"):
+            stage = line
+        elif line.split()[:1] and line.split()[0] in names:
+            if stage is not None:
+                chosen += ["", stage, ""]
+                stage = None
+            chosen.append(line)
+    parts.append(table + chosen)
+    return "\n...\n".join("\n".join(part) for part in parts) + "\n"

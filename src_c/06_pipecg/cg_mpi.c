@@ -145,6 +145,7 @@ static void residual(cg_run *c, double *restrict x, double *restrict r)
         r[i] = c->b[i] - r[i];
 }
 
+/* [reduction_start] */
 /* A global sum of up to 3 dot products, in one message: started by reduction_start, complete
  * after reduction_wait; every thread calls both. Blocking: MPI_Allreduce inside start (nothing
  * can overlap it but the other threads' work); non-blocking: MPI_Iallreduce inside start,
@@ -175,6 +176,7 @@ static void reduction_start(cg_run *c, int count, const double *shares)
         }
     }                                  /* no barrier: the others go on with the overlapped work */
 }
+/* [reduction_start] */
 
 /* The global sums into sums[0 .. count-1] (this thread's copy); returns sums. The master waits
  * for MPI, the barrier publishes team->sums to every thread; the master overwrites them only in

@@ -27,6 +27,8 @@ void stream_init(int n, double *restrict a, double *restrict b, double *restrict
 void stream_copy(int n, const double *restrict b, double *restrict a);
 void stream_triad(int n, double scalar, const double *restrict b, const double *restrict c,
                   double *restrict a);
+/* the sum of a[0..n-1]: a read-only kernel, the rate of loads alone (timing.least_seconds) */
+double stream_sum(int n, const double *restrict a);
 
 /* ---- common/cg.c --------------------------------------------------------------------------- */
 /* a . b with `reduction(+ : s)`: the dot product of every CG in the course */

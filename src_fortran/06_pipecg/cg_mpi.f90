@@ -333,6 +333,7 @@ contains
         !$omp end do
     end subroutine copy
 
+    ! [reduction_start]
     ! The global sums of the local partial sums (up to 3, one message). Every thread passes its
     ! own shares (dot); after a barrier the master adds them in thread order (the same bits in
     ! every run) and starts the global sum. Blocking: MPI_Allreduce, the other threads wait at
@@ -365,6 +366,7 @@ contains
             !$omp barrier
         end if
     end subroutine reduction_start
+    ! [reduction_start]
 
     ! The global sums, in every thread: the master waits for them, the barrier publishes them.
     function reduction_wait() result(global_sums)
