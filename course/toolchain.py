@@ -73,13 +73,19 @@ def mpi4py_library() -> tuple[str | None, str | None]:
     code = ("import mpi4py; from mpi4py import MPI; "
             "print(mpi4py.__version__); "
             "print(MPI.Get_library_version().replace(chr(0), '').strip().splitlines()[0])")
+    lines = _python_lines(code)
+    return (lines[0], lines[1]) if lines and len(lines) == 2 else (None, None)
+
+
+def _python_lines(code: str) -> list[str] | None:
+    """The lines `python -c code` prints, in a subprocess with the MPI environment (a broken MPI
+    or PETSc cannot take this process down); None if it fails or takes over a minute."""
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              timeout=60, env={**os.environ, **mpi_env()})
     except subprocess.TimeoutExpired:
-        return None, None
-    lines = out.stdout.strip().splitlines()
-    return (lines[0], lines[1]) if out.returncode == 0 and len(lines) == 2 else (None, None)
+        return None
+    return out.stdout.strip().splitlines() if out.returncode == 0 else None
 
 
 def petsc_versions() -> tuple[str | None, str | None, str | None]:
@@ -91,13 +97,8 @@ def petsc_versions() -> tuple[str | None, str | None, str | None]:
             "print('.'.join(map(str, PETSc.Sys.getVersion()))); print(petsc4py.__version__); "
             "print(int(PETSc.Sys.hasExternalPackage('hypre'))); "
             "c = petsc4py.get_config(); print(c['PETSC_DIR']); print(c.get('PETSC_ARCH') or '')")
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             timeout=60, env={**os.environ, **mpi_env()})
-    except subprocess.TimeoutExpired:
-        return None, None, None
-    lines = out.stdout.strip().splitlines()
-    if out.returncode != 0 or len(lines) < 4:
+    lines = _python_lines(code)
+    if not lines or len(lines) < 4:
         return None, None, None
     petsc, petsc4py, has_hypre, petsc_dir = lines[:4]
     arch = lines[4] if len(lines) > 4 else ""
