@@ -281,3 +281,28 @@ def test_bench_hybrid_refuses(words, message):
     result = run_course("bench", "hybrid", "--sizes", "8", *words, timeout=120)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _driver_out(solve, parts):
+    return {"iterations": 10, "converged": True, "precond": "diagonal", "asdd_sweeps": 1,
+            "ordering": "natural", "colors_per_rank": [1, 1],
+            "seconds": {"solve": solve, **dict(zip(("spmv", "precond", "halo", "allreduce"),
+                                                    parts))}}
+
+
+def test_driver_rest_is_not_resolved_when_the_parts_pass_the_total():
+    """The parts are each the slowest rank's: when they add up to more than the total, the rest
+    is flagged unresolved (summary prints n/r, not a clipped 0), and the table says how many runs
+    it took the best of."""
+    from course.bench import hybrid
+    resolved = hybrid.summarise_driver(_driver_out(1.0, (0.2, 0.1, 0.1, 0.1)), 8, 2, 1, 2)
+    assert resolved["rest_resolved"] and resolved["rest_s"] == pytest.approx(0.05)
+    clipped = hybrid.summarise_driver(_driver_out(1.0, (0.5, 0.1, 0.3, 0.3)), 8, 2, 1, 2)
+    assert not clipped["rest_resolved"] and clipped["rest_s"] == 0.0
+    results = {"cores": 2, "lang": "c", "repeat": 3, "runs": [], "sizes": [8], "warning": None,
+               "stream": {"read_gbs": 1.0, "triad_gbs": 1.0}, "driver": [resolved, clipped],
+               "driver_repeat": 1}
+    lines = hybrid.summary_hybrid(results).splitlines()
+    assert "one run" in lines[2] and "best run" not in lines[2]
+    assert lines[-2].split()[-1] == "50000.0" and lines[-1].split()[-1] == "n/r"
+    assert "best of 4 runs" in hybrid.summary_hybrid({**results, "driver_repeat": 4})

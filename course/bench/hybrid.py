@@ -198,8 +198,10 @@ def summarise_driver(out: dict, n: int, ranks: int, threads: int, cores: int) ->
             "iterations": out["iterations"], "converged": out["converged"],
             "seconds_per_iteration": per_iteration,
             **{f"{part}_s": value for part, value in per.items()},
-            # each part is the slowest rank's: on a small problem their sum can pass the total
+            # each part is the slowest rank's (its halo and reductions include the wait for
+            # the other ranks): their sum can pass the total, and then the rest is not resolved
             "rest_s": max(per_iteration - sum(per.values()), 0.0),
+            "rest_resolved": per_iteration >= sum(per.values()),
             "oversubscribed": ranks * threads > cores}
 
 
@@ -231,6 +233,7 @@ def bench_hybrid(sizes=None, layouts=None, repeat: int = 3, langs=("c",),
                                           m, r, t, cores))
     over = sorted({run["layout"] for run in runs if run["oversubscribed"]})
     return {"suite": "hybrid", "lang": lang, "cores": cores, "colors": COLORS, "repeat": repeat,
+            "driver_repeat": driver_repeat if driver else 0,
             "sizes": sizes, "default_size": default_size(),
             "llc_bytes": timing.last_level_cache_bytes(),
             "working_set_bytes": {n: working_set_bytes(n) for n in sizes},
@@ -314,8 +317,12 @@ def summary_hybrid(results: dict) -> str:
                 pass
     if results.get("driver"):
         lines.append("the Python driver (the same C products and substitutions; CG's vector "
-                     "updates and dots in NumPy on one thread per rank), best run: "
-                     "microseconds per iteration")
+                     "updates and dots in NumPy on one thread per rank), "
+                     + ("one run" if results.get("driver_repeat", 1) == 1 else
+                        f"best of {results['driver_repeat']} runs")
+                     + ": microseconds per iteration (halo and reduce include the wait for the "
+                     "other ranks; rest n/r: not resolved, the slowest ranks' parts add up to "
+                     "more than the total)")
         lines.append(f"{'n':>4} {'layout':>6} {'precond':>14} {'its':>5} {'total':>8} "
                      f"{'SpMV':>7} {'M^-1':>7} {'halo':>7} {'reduce':>7} {'rest':>7}")
         for r in results["driver"]:
@@ -326,7 +333,9 @@ def summary_hybrid(results: dict) -> str:
             lines.append(f"{r['n']:>4} {r['layout']:>6} {name:>14} {r['iterations']:>5} "
                          f"{us['seconds_per_iteration']:>8.1f} {us['spmv_s']:>7.1f} "
                          f"{us['precond_s']:>7.1f} {us['halo_s']:>7.1f} "
-                         f"{us['allreduce_s']:>7.1f} {us['rest_s']:>7.1f}")
+                         f"{us['allreduce_s']:>7.1f} "
+                         + (f"{us['rest_s']:>7.1f}" if r.get("rest_resolved", True)
+                            else f"{'n/r':>7}"))
     if results["warning"]:
         lines.append("warning: " + results["warning"])
     return "\n".join(lines)
@@ -370,10 +379,16 @@ def plot_hybrid(results: dict, path=None):
             values = np.array([max(r[key], 0.0) * 1e3 for r in runs])
             ax.bar(x, values, bottom=bottom, label=name)
             bottom += values
+        # the total per iteration: where the slowest ranks' parts stand above it, the rest is
+        # not resolved
+        ax.scatter(x, [r["seconds_per_iteration"] * 1e3 for r in runs], marker="_", s=400,
+                   color="black", zorder=3, label="total")
         ax.set_xticks(x, [f"{r['layout']}\n{r['precond'].replace('-ic0', '')}" for r in runs],
                       fontsize=10)
         ax.set_ylabel("ms per iteration")
-        ax.set_title(f"{runs[0]['n']}³ elements: the Python driver's split")
+        count = results.get("driver_repeat", 1)
+        ax.set_title(f"{runs[0]['n']}³ elements: the Python driver's split, "
+                     + ("one run" if count == 1 else f"best of {count} runs"))
         ax.legend(fontsize=10, loc="upper left")
     fig.suptitle(f"ranks x threads on {results['cores']} cores")
     fig.tight_layout()
