@@ -22,7 +22,9 @@ GIVEN_BOOK = os.environ.get("COURSE_BOOK_HTML")           # a book built elsewhe
 ARTIFACTS = ROOT / "test-artifacts" / ("given-book" if GIVEN_BOOK else "")
 LECTURE_PAGES = sorted(f"notebooks/{p.stem}.html" for p in (ROOT / "notebooks").glob("*.ipynb"))
 
-pytestmark = pytest.mark.slow
+# The book fixture executes every lecture (about 25 minutes on 2 busy cores since the pages time
+# their benchmarks out of cache and repeat them): more than the suite's 900 s per test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,7 @@ def book(tmp_path_factory) -> Path:
         [str(Path(sys.executable).parent / "jupyter-book"), "build", str(ROOT),
          "--config", str(tmp / "_config.yml"), "--toc", str(ROOT / "book" / "_toc.yml"),
          "--path-output", str(tmp), "--warningiserror", "--keep-going"],
-        capture_output=True, text=True, env=env, timeout=1800)
+        capture_output=True, text=True, env=env, timeout=2600)
     log = result.stdout + result.stderr
     assert result.returncode == 0, f"the book did not build:\n{log[-6000:]}"
     return tmp / "_build" / "html"
