@@ -66,6 +66,16 @@ def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
     return min(times)
 
 
+def spread(values) -> dict:
+    """The median, min and max of repeated measurements (and the values, in the order taken): what
+    a benchmark reports of its repeats, so that a verdict can be worded beyond the spread."""
+    values = [float(v) for v in values]
+    if not values:
+        raise ValueError("no measurements to summarise")
+    return {"median": float(np.median(values)), "min": min(values), "max": max(values),
+            "runs": values}
+
+
 def _stream_runs(n: int, repeat: int, lang: str) -> dict:
     """`repeat` runs each of STREAM copy, triad and the read-only sum, interleaved (a disturbance
     hits all three alike), as lists of GB/s."""

@@ -39,7 +39,6 @@ Benchmarks, never tests.
 
 from __future__ import annotations
 
-import statistics
 
 from tqdm.auto import tqdm
 
@@ -127,12 +126,6 @@ def ordering_of(threads: int, precond: str) -> tuple[str, int]:
     return ("cm-rcm", COLORS) if threads > 1 and precond != "diagonal" else ("natural", 0)
 
 
-def spread(values) -> dict:
-    """The median, the fewest and the most of `values`."""
-    values = list(values)
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
 def run_layout(lang: str, n: int, ranks: int, threads: int, precond: str, sweeps: int,
                cores: int, repeat: int, timeout: float = 900) -> list[dict]:
     """`repeat` runs of the compiled program on one layout and preconditioner."""
@@ -146,8 +139,8 @@ def summarise_layout(runs: list[dict], cores: int, reference: dict) -> dict:
     """One row of the results from the runs of one layout and preconditioner: the median and
     spread of the microseconds per iteration and of the time to solution, and the bound."""
     first = runs[0]
-    per_iteration = spread(run["us_per_iteration"] for run in runs)
-    solve = spread(run["seconds"] for run in runs)
+    per_iteration = timing.spread(run["us_per_iteration"] for run in runs)
+    solve = timing.spread(run["seconds"] for run in runs)
     read, written = traffic_per_iteration(first["unknowns"], first["nnz"], first["precond"],
                                           first["sweeps"])
     return {"n": first["n"], "layout": f"{first['ranks']}x{first['threads']}",

@@ -38,6 +38,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from .. import timing, toolchain
+from ..timing import spread
 from ..parallel.mpi_job import course_solve, run_fem3d_mpi
 from .hybrid import traffic_per_iteration
 
@@ -61,16 +62,6 @@ def default_size(cache_bytes: int | None = None, fem3d: bool = False) -> int:
     while rows(n) * per_row < 4 * cache and n < SIZE_CAP:
         n += 8
     return n
-
-
-def spread(values) -> dict:
-    """The median, min and max of repeated measurements (and the values, in the order taken)."""
-    import numpy as np
-    values = [float(v) for v in values]
-    if not values:
-        raise ValueError("no measurements to summarise")
-    return {"median": float(np.median(values)), "min": min(values), "max": max(values),
-            "runs": values}
 
 
 def compare(ours: dict, theirs: dict, names=("the course", "PETSc")) -> str:
