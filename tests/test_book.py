@@ -1,10 +1,11 @@
 """The book: builds with every lecture executed and warnings as errors, and opens offline in a real
 browser (Debian's Chromium driven by Playwright) with the math rendered, every image loaded and no
-console errors.
+console errors. Built here at small sizes (QUICK below; COURSE_BOOK_FULL=1: the full sizes).
 
 COURSE_BOOK_HTML=DIR checks a book built elsewhere instead of building one (DIR: its `_build/html`
 folder; scripts/clean-root.sh uses it on the book that `make book` wrote in a fresh Debian root)."""
 
+import json
 import os
 import re
 import shutil
@@ -22,9 +23,66 @@ GIVEN_BOOK = os.environ.get("COURSE_BOOK_HTML")           # a book built elsewhe
 ARTIFACTS = ROOT / "test-artifacts" / ("given-book" if GIVEN_BOOK else "")
 LECTURE_PAGES = sorted(f"notebooks/{p.stem}.html" for p in (ROOT / "notebooks").glob("*.ipynb"))
 
-# The book fixture executes every lecture (about 25 minutes on 2 busy cores since the pages time
-# their benchmarks out of cache and repeat them): more than the suite's 900 s per test.
+# `make test` builds the book with the small sizes below: every page executes, every glued sentence
+# is written and every figure drawn, in a fraction of the time. The sizes the pages teach with
+# (benchmarks beyond 4 x the cache, repeated) take about 20 minutes alone on 2 cores: `make book`
+# builds them, and CI checks that book with these tests (scripts/clean-root.sh, COURSE_BOOK_HTML).
+# COURSE_BOOK_FULL=1 builds the full-size book here instead. Each notebook's values replace those
+# of its `parameters` cell (a name missing there fails the build: tests/test_book.py keeps up).
+FULL = os.environ.get("COURSE_BOOK_FULL") == "1"
+QUICK = {
+    "01_fem1d_b_solve_and_verify": {"REPEAT": 1},
+    "02_fem3d_c_verification_and_performance": {"REPEAT": 1, "STREAM_REPEAT": 2,
+                                                "SPMV_LARGE": 32},
+    "03_openmp_a_first_touch": {"N": 48, "REPEAT": 1, "STREAM_REPEAT": 2},
+    "03_openmp_b_storage_formats": {"N": 48, "REPEAT": 2, "STREAM_REPEAT": 2},
+    "03_openmp_c_one_parallel_region": {"REPEAT": 2, "SOLVES": 5, "BENCH_REPEAT": 1,
+                                        "STREAM_REPEAT": 2},
+    "04_iccg_b_colored_substitution": {"TIME_N": 24, "REPEAT": 1},
+    "05_halo_b_communication_costs": {"CG_N": 24, "REPEAT": 1},
+    "06_pipecg_b_overlap_and_scale": {"REPEAT": 1},
+    "07_cluster_a_job_scripts": {"REPEAT": 2},
+    "07_cluster_b_pencil_fft": {"REPEAT": 1},
+    "08_hybrid_a_localized_ic0": {"REPEAT": 2},
+    "08_hybrid_b_ranks_and_threads": {"BENCH_N": 16, "REPEAT": 2},
+    "09_petsc_b_log_view_and_multigrid": {"SIZES": (12, 16, 24), "BENCH": 16, "COMPILED": 16,
+                                          "REPEAT": 2},
+}
+
+# The book fixture executes every lecture: at the small sizes about 10 minutes on 2 busy cores,
+# full size (COURSE_BOOK_FULL=1) about 25: both more than the suite's 900 s per test.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]
+
+
+def _parameters_cell(notebook: dict) -> dict:
+    cells = [c for c in notebook["cells"] if "parameters" in c["metadata"].get("tags", [])]
+    assert len(cells) == 1, "a lecture has exactly one cell tagged `parameters`"
+    return cells[0]
+
+
+def quick_copy(destination: Path) -> Path:
+    """The course's files (those git tracks, or all but build outputs without git) copied to
+    `destination`, with the QUICK values appended to each notebook's parameters cell."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, text=True)
+    files = listed.stdout.split() if listed.returncode == 0 else [
+        str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file()
+        and not {".git", ".venv", "build", "test-artifacts"} & set(p.relative_to(ROOT).parts)]
+    for name in files:
+        if (ROOT / name).is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, destination / name)
+    for stem, values in QUICK.items():
+        path = destination / "notebooks" / f"{stem}.ipynb"
+        notebook = json.loads(path.read_text())
+        cell = _parameters_cell(notebook)
+        source = "".join(cell["source"])
+        for name in values:
+            assert re.search(rf"^{name} = ", source, re.M), f"{stem} has no parameter {name}"
+        cell["source"] = source.rstrip("\n") + "\n# make test: small sizes (tests/test_book.py)\n" \
+            + "".join(f"{name} = {value!r}\n" for name, value in values.items())
+        path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+    return destination
 
 
 @pytest.fixture(scope="module")
@@ -36,21 +94,32 @@ def book(tmp_path_factory) -> Path:
         assert (html / "index.html").is_file(), f"COURSE_BOOK_HTML={GIVEN_BOOK}: no index.html there"
         return html
     tmp = tmp_path_factory.mktemp("book")
-    config = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
+    source = ROOT if FULL else quick_copy(tmp_path_factory.mktemp("source"))
+    config = yaml.safe_load((source / "book" / "_config.yml").read_text())
     config["execute"]["execute_notebooks"] = "force"
     extensions = config["sphinx"]["local_extensions"]     # paths relative to book/_config.yml
-    config["sphinx"]["local_extensions"] = {name: str(ROOT / "book" / path)
+    config["sphinx"]["local_extensions"] = {name: str(source / "book" / path)
                                             for name, path in extensions.items()}
     (tmp / "_config.yml").write_text(yaml.safe_dump(config))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     result = subprocess.run(
-        [str(Path(sys.executable).parent / "jupyter-book"), "build", str(ROOT),
-         "--config", str(tmp / "_config.yml"), "--toc", str(ROOT / "book" / "_toc.yml"),
+        [str(Path(sys.executable).parent / "jupyter-book"), "build", str(source),
+         "--config", str(tmp / "_config.yml"), "--toc", str(source / "book" / "_toc.yml"),
          "--path-output", str(tmp), "--warningiserror", "--keep-going"],
         capture_output=True, text=True, env=env, timeout=2600)
     log = result.stdout + result.stderr
     assert result.returncode == 0, f"the book did not build:\n{log[-6000:]}"
     return tmp / "_build" / "html"
+
+
+def test_quick_sizes_name_parameters_of_their_lectures():
+    """Every QUICK value replaces a parameter its lecture has (a renamed one would otherwise
+    only fail inside the book's build)."""
+    for stem, values in QUICK.items():
+        notebook = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text())
+        source = "".join(_parameters_cell(notebook)["source"])
+        missing = [name for name in values if not re.search(rf"^{name} = ", source, re.M)]
+        assert missing == [], f"{stem}: no parameters {missing}"
 
 
 def test_every_page_is_there(book):
