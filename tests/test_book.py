@@ -28,7 +28,7 @@ LECTURE_PAGES = sorted(f"notebooks/{p.stem}.html" for p in (ROOT / "notebooks").
 # (benchmarks beyond 4 x the cache, repeated) take about 20 minutes alone on 2 cores: `make book`
 # builds them, and CI checks that book with these tests (scripts/clean-root.sh, COURSE_BOOK_HTML).
 # COURSE_BOOK_FULL=1 builds the full-size book here instead. Each notebook's values replace those
-# of its `parameters` cell (a name missing there fails the build: tests/test_book.py keeps up).
+# of its `parameters` cell (test_quick_sizes_name_parameters_of_their_lectures checks the names).
 FULL = os.environ.get("COURSE_BOOK_FULL") == "1"
 QUICK = {
     "01_fem1d_b_solve_and_verify": {"REPEAT": 1},
@@ -63,13 +63,13 @@ def _parameters_cell(notebook: dict) -> dict:
 def quick_copy(destination: Path) -> Path:
     """The course's files (those git tracks, or all but build outputs without git) copied to
     `destination`, with the QUICK values appended to each notebook's parameters cell."""
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=ROOT, capture_output=True, text=True)
-    files = listed.stdout.split() if listed.returncode == 0 else [
+    files = listed.stdout.split("\0") if listed.returncode == 0 else [
         str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file()
         and not {".git", ".venv", "build", "test-artifacts"} & set(p.relative_to(ROOT).parts)]
     for name in files:
-        if (ROOT / name).is_file():
+        if name and (ROOT / name).is_file():
             (destination / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, destination / name)
     for stem, values in QUICK.items():
@@ -77,8 +77,6 @@ def quick_copy(destination: Path) -> Path:
         notebook = json.loads(path.read_text())
         cell = _parameters_cell(notebook)
         source = "".join(cell["source"])
-        for name in values:
-            assert re.search(rf"^{name} = ", source, re.M), f"{stem} has no parameter {name}"
         cell["source"] = source.rstrip("\n") + "\n# make test: small sizes (tests/test_book.py)\n" \
             + "".join(f"{name} = {value!r}\n" for name, value in values.items())
         path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
