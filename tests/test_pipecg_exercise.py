@@ -132,8 +132,8 @@ CHECK_BETA = "Check beta = gamma_new / gamma"
     ("fortran", "beta * gamma_new / alpha", "beta * gamma_new * alpha", CHECK_BETA),
     ("c", "double beta", "float beta", "single precision"),
     ("fortran", "real(c_double) :: beta", "real :: beta", "single precision"),
-    ("fortran", "real(c_double), value ::", "real(c_double) ::",            # by reference
-     "crashed with SIGSEGV .*without `value`"),
+    ("fortran", "real(c_double), value ::", "real(c_double) ::",            # by reference:
+     "without `value`"),            # a crash, or a wrong number where the register held an address
     ("c", "    return alpha_new;", "    *(volatile double *)0 = alpha;\n    return alpha_new;",
      "next_alpha crashed with SIGSEGV"),
     ("fortran", "    real(c_double) :: beta\n", "", "does not compile"),   # implicit none

@@ -43,6 +43,11 @@ SINGLE_PRECISION = ("That is close, but farther than rounding takes a right answ
                     "number in single precision (a C float, a Fortran real without the kind "
                     "c_double, a literal such as 0.5 without _c_double, an np.float32)?")
 
+# a Fortran argument declared without `value` is read as an address: the call crashes, or, where
+# the register it reads happens to hold a valid address, returns whatever lies there
+BY_VALUE = ("; in Fortran, also that each argument is declared with `value` (without `value` "
+            "it is read as an address).")
+
 
 def check_alpha_recurrence(next_alpha, sizes=(12, 40), seeds=(1, 2), steps: int = 6) -> None:
     """Run plain CG on random SPD systems; at every step compare next_alpha(gamma_new, gamma,
@@ -77,7 +82,7 @@ def check_alpha_recurrence(next_alpha, sizes=(12, 40), seeds=(1, 2), steps: int 
                             "preconditioner: u = r). " + (SINGLE_PRECISION if close else
                                                           "Check beta = gamma_new / gamma and "
                                                           "which earlier scalars the recurrence "
-                                                          "uses."))
+                                                          "uses" + BY_VALUE))
                 alpha = expected
                 r = r - alpha * q
                 gamma_old, gamma = gamma, r @ r
